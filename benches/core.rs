@@ -1,0 +1,98 @@
+//! In-process benchmarks of the pure core: lable64 pack/unpack and the generator's cost per ID.
+//!
+//! `cargo bench --bench core`. The generator benchmark issues whole ticks (64 IDs) with a fake
+//! clock that moves on whenever a tick is spent, so it measures the state machine and packing,
+//! not waiting.
+
+use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
+use idcar::generator::{Generator, Take, Window};
+use idcar::layout::lable64::Fields;
+use idcar::layout::{by_name, LayoutParams, Run};
+
+fn layout(c: &mut Criterion) {
+    let f = Fields {
+        timestamp_ms: 1_795_321_511_051,
+        sequence: 17,
+        generator: 42,
+        cluster: 11,
+    };
+    let id = f.pack().unwrap();
+    let mut g = c.benchmark_group("lable64");
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("pack", |b| b.iter(|| black_box(black_box(f).pack())));
+    g.bench_function("unpack", |b| {
+        b.iter(|| black_box(Fields::unpack(black_box(id))))
+    });
+    let l = by_name("lable64", LayoutParams { cluster: 11 }).unwrap();
+    let mut s = String::with_capacity(32);
+    g.bench_function("format_hex", |b| {
+        b.iter(|| {
+            s.clear();
+            l.format(
+                black_box(&id.to_be_bytes()),
+                idcar::layout::TextForm::Hex,
+                &mut s,
+            )
+        })
+    });
+    g.bench_function("parse_hex", |b| {
+        b.iter(|| l.parse(black_box("cb54ecf284000000"), None))
+    });
+    g.finish();
+}
+
+fn generator(c: &mut Criterion) {
+    let l = by_name("lable64", LayoutParams { cluster: 11 }).unwrap();
+    let mut g = c.benchmark_group("generator");
+    for batch in [1u32, 64, 1024] {
+        g.throughput(Throughput::Elements(u64::from(batch)));
+        g.bench_function(format!("next_batch_{batch}"), |b| {
+            let mut gen = Generator::new(l.scheme());
+            gen.set_window(Some(Window {
+                slot: 42,
+                floor: 0,
+                mark: u64::MAX / 2,
+                generation: 1,
+            }));
+            let mut now = 1u64;
+            let mut out: Vec<u8> = Vec::with_capacity(batch as usize * 8);
+            b.iter(|| {
+                out.clear();
+                let mut left = batch;
+                while left > 0 {
+                    match gen.take(now, left) {
+                        Ok(Take::Run(run)) => {
+                            l.pack_run(&run, &mut out);
+                            left -= run.len;
+                        }
+                        Ok(Take::WaitFor { tick }) => now = tick,
+                        Err(e) => panic!("{e}"),
+                    }
+                }
+                black_box(&out);
+            })
+        });
+    }
+    g.finish();
+    let mut g = c.benchmark_group("pack_run");
+    g.throughput(Throughput::Elements(64));
+    let mut out = Vec::with_capacity(64 * 8);
+    g.bench_function("lable64_64", |b| {
+        b.iter(|| {
+            out.clear();
+            l.pack_run(
+                black_box(&Run {
+                    tick: 1_795_321_511_051,
+                    seq: 0,
+                    len: 64,
+                    slot: 42,
+                }),
+                &mut out,
+            );
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, layout, generator);
+criterion_main!(benches);

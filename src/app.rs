@@ -1,0 +1,187 @@
+//! What each subcommand does: `serve` (start-up, the run, one place for shutdown), `get`
+//! and `decode`.
+
+use crate::cli::{Cli, Command, DecodeArgs, GetArgs};
+use crate::clock::{Clock, SystemClock};
+use crate::config::{ServeConfig, UsageError};
+use crate::layout::{self, LayoutParams, TextForm};
+use crate::lease::local::{self, LocalConfig};
+use crate::metrics::Metrics;
+use crate::server;
+use crate::service::Service;
+use anyhow::Context;
+use std::process::ExitCode;
+use std::sync::Arc;
+use tokio::signal::unix::{signal, SignalKind};
+use tokio_util::sync::CancellationToken;
+
+/// Runs the parsed command line.
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Serve(a) => {
+            let cfg = ServeConfig::from_args(&a)?;
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(cfg.threads)
+                .enable_all()
+                .build()
+                .context("cannot start the async runtime")?;
+            rt.block_on(serve(cfg))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Get(a) => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("cannot start the async runtime")?
+            .block_on(get(a)),
+        Command::Decode(a) => decode(a),
+    }
+}
+
+/// Waits for SIGTERM or SIGINT, cancels `token`; a second signal exits at once.
+fn watch_signals(token: CancellationToken) -> anyhow::Result<()> {
+    let mut term = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = term.recv() => tracing::info!(signal = "SIGTERM", "shutting down"),
+            _ = int.recv() => tracing::info!(signal = "SIGINT", "shutting down"),
+        }
+        token.cancel();
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        tracing::warn!("second signal: exiting now without draining");
+        std::process::exit(130);
+    });
+    Ok(())
+}
+
+/// Serves until a signal, then drains and releases the lease.
+pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
+    let shutdown = CancellationToken::new();
+    watch_signals(shutdown.clone())?;
+    let scheme = cfg.layout.scheme();
+    let metrics = Arc::new(Metrics::new(cfg.layout.name(), cfg.cluster));
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let lease = local::start(
+        LocalConfig {
+            state_file: cfg.state_file.clone(),
+            key: cfg.mark_key(),
+            slot: cfg.generator_id,
+            horizon: cfg.horizon,
+            renew_every: cfg.renew_every,
+            max_clock_wait: cfg.max_clock_wait,
+        },
+        scheme,
+        clock.clone(),
+        metrics.clone(),
+    )
+    .context("cannot take the static lease")?;
+    let layout_name = cfg.layout.name();
+    let svc = Service::new(cfg.layout, clock, metrics, lease.subscribe(), cfg.limits)
+        .context("cannot start the timer thread")?;
+    let follower = tokio::spawn(svc.clone().follow_lease());
+
+    // Bind everything before serving anything, so bind errors surface at once.
+    let admin = match cfg.admin_addr {
+        Some(addr) => Some(
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot bind the admin listener on {addr}"))?,
+        ),
+        None => None,
+    };
+    let (listener, socket_file) = server::socket::bind(&cfg.socket, cfg.socket_mode)?;
+    tracing::info!(
+        socket = %cfg.socket.display(),
+        admin = ?admin.as_ref().and_then(|l| l.local_addr().ok()),
+        layout = layout_name,
+        cluster = cfg.cluster,
+        generator = cfg.generator_id,
+        "idcar serving"
+    );
+    let admin_task =
+        admin.map(|l| tokio::spawn(server::run_admin(l, svc.clone(), shutdown.clone())));
+    let mut lease_state = lease.subscribe();
+    let unix = tokio::spawn(server::run_unix(
+        listener,
+        svc.clone(),
+        cfg.conn,
+        shutdown.clone(),
+    ));
+
+    // Run until a signal, or until the lease fails for good (then exit non-zero so a
+    // supervisor restarts us).
+    let lease_failed = tokio::select! {
+        _ = shutdown.cancelled() => None,
+        r = lease_state.wait_for(|s| matches!(s, crate::lease::LeaseState::Lost { .. })) => {
+            let why = r.map(|s| s.reason().unwrap_or_default().to_string()).unwrap_or_default();
+            shutdown.cancel();
+            Some(why)
+        }
+    };
+    let _ = unix.await;
+    socket_file.remove();
+    let highest = svc.close();
+    let released = lease.release(highest).await;
+    if let Some(t) = admin_task {
+        let _ = t.await;
+    }
+    follower.abort();
+    if let Some(why) = lease_failed {
+        anyhow::bail!("lease lost: {why}");
+    }
+    released.context("could not write the time mark down on release")?;
+    tracing::info!("idcar stopped");
+    Ok(())
+}
+
+async fn get(a: GetArgs) -> anyhow::Result<ExitCode> {
+    let mut q = format!("/ids?count={}", a.count);
+    if let Some(f) = &a.format {
+        q.push_str("&format=");
+        q.push_str(f);
+    }
+    let mut c = crate::client::HttpClient::connect(&a.socket)
+        .await
+        .with_context(|| format!("cannot connect to idcar at {}", a.socket.display()))?;
+    let r = c.get(&q, a.json).await?;
+    if r.status == 200 {
+        print!("{}", r.body);
+        Ok(ExitCode::SUCCESS)
+    } else {
+        eprintln!(
+            "idcar: error: server answered {}: {}",
+            r.status,
+            r.body.trim_end()
+        );
+        Ok(ExitCode::from(if r.status == 400 { 2 } else { 1 }))
+    }
+}
+
+fn decode(a: DecodeArgs) -> anyhow::Result<ExitCode> {
+    let layout = layout::by_name(&a.layout, LayoutParams::default())
+        .map_err(|e| UsageError(format!("--layout: {e}")))?;
+    let form = a
+        .format
+        .as_deref()
+        .map(TextForm::parse)
+        .transpose()
+        .map_err(|e| UsageError(format!("--format: {e}")))?;
+    let fields = layout
+        .parse(a.id.trim(), form)
+        .and_then(|raw| layout.decode(&raw))
+        .map_err(|e| UsageError(format!("cannot decode {:?}: {e}", a.id)))?;
+    if a.json {
+        println!("{}", serde_json::Value::Object(fields));
+    } else {
+        for (k, v) in &fields {
+            match v {
+                serde_json::Value::String(s) => println!("{k}: {s}"),
+                other => println!("{k}: {other}"),
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,131 @@
+//! Command-line arguments (clap). Every flag also reads an `IDCAR_*` environment variable.
+//! These are raw values; [`crate::config`] validates them into typed configuration.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The default socket path, shared by `serve` and `get`.
+pub const DEFAULT_SOCKET: &str = "/tmp/idcar.sock";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "idcar",
+    version,
+    about = "A unique-ID sidecar",
+    propagate_version = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+    /// Log format.
+    #[arg(long, env = "IDCAR_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
+    pub log_format: LogFormat,
+    /// Log filter in tracing's EnvFilter syntax, e.g. `info` or `idcar=debug,warn`.
+    #[arg(long, env = "IDCAR_LOG", default_value = "info", global = true)]
+    pub log: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve IDs on a Unix socket.
+    Serve(ServeArgs),
+    /// Ask a running idcar for IDs and print them, one per line.
+    Get(GetArgs),
+    /// Print the fields of an ID.
+    Decode(DecodeArgs),
+}
+
+pub(crate) fn duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 500ms, 3s, 1m)"))
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Path of the Unix socket to serve on.
+    #[arg(long, env = "IDCAR_SOCKET", default_value = DEFAULT_SOCKET)]
+    pub socket: PathBuf,
+    /// Permissions of the socket file, in octal.
+    #[arg(long, env = "IDCAR_SOCKET_MODE", default_value = "660")]
+    pub socket_mode: String,
+    /// Address of the admin listener (/metrics, /healthz, /readyz), or `none`.
+    #[arg(long, env = "IDCAR_ADMIN_ADDR", default_value = "127.0.0.1:9750")]
+    pub admin_addr: String,
+    /// ID layout.
+    #[arg(long, env = "IDCAR_LAYOUT", default_value = "lable64")]
+    pub layout: String,
+    /// Cluster ID (static; 0-15 for lable64).
+    #[arg(long, env = "IDCAR_CLUSTER_ID", default_value_t = 0)]
+    pub cluster_id: u8,
+    /// Generator ID (slot) to use without ZooKeeper.
+    #[arg(long, env = "IDCAR_GENERATOR_ID", default_value_t = 0)]
+    pub generator_id: u32,
+    /// State file holding the static slot's time mark (survives restarts; keep it on a
+    /// volume that outlives the process).
+    #[arg(long, env = "IDCAR_STATE_FILE", default_value = "idcar.state")]
+    pub state_file: PathBuf,
+    /// How far ahead of the clock each lease time mark reaches.
+    #[arg(long, env = "IDCAR_LEASE_HORIZON", default_value = "3s", value_parser = duration)]
+    pub lease_horizon: Duration,
+    /// How often the time mark is pushed forward (at most half the horizon).
+    #[arg(long, env = "IDCAR_RENEW_INTERVAL", default_value = "1s", value_parser = duration)]
+    pub renew_interval: Duration,
+    /// How long start-up may wait for the clock to pass a stored time mark before giving up.
+    #[arg(long, env = "IDCAR_MAX_CLOCK_WAIT", default_value = "10s", value_parser = duration)]
+    pub max_clock_wait: Duration,
+    /// Largest number of IDs one request may ask for.
+    #[arg(long, env = "IDCAR_MAX_BATCH", default_value_t = 10_000)]
+    pub max_batch: u32,
+    /// Longest a request may wait for sequence numbers before it is refused (503).
+    #[arg(long, env = "IDCAR_REQUEST_TIMEOUT", default_value = "5s", value_parser = duration)]
+    pub request_timeout: Duration,
+    /// Most client connections served at once; more wait in the listen backlog.
+    #[arg(long, env = "IDCAR_MAX_CONNECTIONS", default_value_t = 1024)]
+    pub max_connections: usize,
+    /// How long a connection may sit before sending its first request bytes or HTTP headers.
+    #[arg(long, env = "IDCAR_IDLE_TIMEOUT", default_value = "30s", value_parser = duration)]
+    pub idle_timeout: Duration,
+    /// How long shutdown waits for in-flight requests.
+    #[arg(long, env = "IDCAR_SHUTDOWN_GRACE", default_value = "10s", value_parser = duration)]
+    pub shutdown_grace: Duration,
+    /// Worker threads of the async runtime.
+    #[arg(long, env = "IDCAR_THREADS", default_value_t = 2)]
+    pub threads: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct GetArgs {
+    /// Path of the running idcar's Unix socket.
+    #[arg(long, env = "IDCAR_SOCKET", default_value = DEFAULT_SOCKET)]
+    pub socket: PathBuf,
+    /// How many IDs.
+    #[arg(long, short = 'n', default_value_t = 1)]
+    pub count: u64,
+    /// Text form (hex, dec, i64); the layout's default when not given.
+    #[arg(long, short = 'f')]
+    pub format: Option<String>,
+    /// Print the server's JSON instead of one ID per line.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DecodeArgs {
+    /// The ID, in any of the layout's text forms.
+    pub id: String,
+    /// Layout of the ID.
+    #[arg(long, env = "IDCAR_LAYOUT", default_value = "lable64")]
+    pub layout: String,
+    /// Text form of the ID (hex, dec, i64); guessed from its shape when not given.
+    #[arg(long, short = 'f')]
+    pub format: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}

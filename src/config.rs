@@ -1,0 +1,180 @@
+//! Validated configuration: raw [`crate::cli`] arguments turned into typed values, with every
+//! inconsistency reported as a [`UsageError`] (exit code 2) before anything starts.
+
+use crate::cli::ServeArgs;
+use crate::layout::{self, Layout, LayoutParams};
+use crate::server::ConnLimits;
+use crate::service::Limits;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// A configuration error: the user asked for something idcar cannot do.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+fn usage<T>(msg: impl Into<String>) -> Result<T, UsageError> {
+    Err(UsageError(msg.into()))
+}
+
+/// Everything `serve` needs, checked.
+#[derive(Debug)]
+pub struct ServeConfig {
+    pub socket: PathBuf,
+    pub socket_mode: u32,
+    pub admin_addr: Option<SocketAddr>,
+    pub layout: Box<dyn Layout>,
+    pub cluster: u8,
+    pub generator_id: u32,
+    pub state_file: PathBuf,
+    pub horizon: Duration,
+    pub renew_every: Duration,
+    pub max_clock_wait: Duration,
+    pub limits: Limits,
+    pub conn: ConnLimits,
+    pub threads: usize,
+}
+
+/// Parses an octal file mode such as `660` or `0o600`.
+fn mode(s: &str) -> Result<u32, UsageError> {
+    let digits = s.trim_start_matches("0o");
+    match u32::from_str_radix(digits, 8) {
+        Ok(m) if m <= 0o777 && !digits.is_empty() => Ok(m),
+        _ => usage(format!(
+            "--socket-mode {s:?}: expected octal permissions such as 660"
+        )),
+    }
+}
+
+impl ServeConfig {
+    pub fn from_args(a: &ServeArgs) -> Result<ServeConfig, UsageError> {
+        let layout = layout::by_name(
+            &a.layout,
+            LayoutParams {
+                cluster: a.cluster_id,
+            },
+        )
+        .map_err(|e| UsageError(format!("--layout/--cluster-id: {e}")))?;
+        let scheme = layout.scheme();
+        if a.generator_id >= scheme.slots {
+            return usage(format!(
+                "--generator-id {} is out of range: layout {} has {} generator IDs (0-{})",
+                a.generator_id,
+                layout.name(),
+                scheme.slots,
+                scheme.slots - 1
+            ));
+        }
+        let admin_addr = match a.admin_addr.as_str() {
+            "none" | "off" | "" => None,
+            s => Some(s.parse().map_err(|_| {
+                UsageError(format!(
+                    "--admin-addr {s:?}: expected HOST:PORT such as 127.0.0.1:9750, or none"
+                ))
+            })?),
+        };
+        if a.renew_interval < Duration::from_millis(10) {
+            return usage("--renew-interval must be at least 10ms");
+        }
+        if a.renew_interval * 2 > a.lease_horizon {
+            return usage(format!(
+                "--renew-interval ({:?}) must be at most half of --lease-horizon ({:?}) so a \
+                 renewal can fail once without the lease running out",
+                a.renew_interval, a.lease_horizon
+            ));
+        }
+        if a.max_batch == 0 || a.max_batch > 1_000_000 {
+            return usage("--max-batch must be between 1 and 1000000");
+        }
+        if a.max_connections == 0 {
+            return usage("--max-connections must be at least 1");
+        }
+        if a.threads == 0 || a.threads > 256 {
+            return usage("--threads must be between 1 and 256");
+        }
+        if a.request_timeout.is_zero() || a.idle_timeout.is_zero() {
+            return usage("--request-timeout and --idle-timeout must be above zero");
+        }
+        Ok(ServeConfig {
+            socket: a.socket.clone(),
+            socket_mode: mode(&a.socket_mode)?,
+            admin_addr,
+            cluster: a.cluster_id,
+            generator_id: a.generator_id,
+            state_file: a.state_file.clone(),
+            horizon: a.lease_horizon,
+            renew_every: a.renew_interval,
+            max_clock_wait: a.max_clock_wait,
+            limits: Limits {
+                max_batch: a.max_batch,
+                max_wait: a.request_timeout,
+            },
+            conn: ConnLimits {
+                max_connections: a.max_connections,
+                idle_timeout: a.idle_timeout,
+                grace: a.shutdown_grace,
+            },
+            threads: a.threads,
+            layout,
+        })
+    }
+
+    /// The key of this slot's mark: `layout/cluster/slot`, the same shape as ZooKeeper paths.
+    pub fn mark_key(&self) -> String {
+        format!(
+            "{}/{}/{}",
+            self.layout.name(),
+            self.cluster,
+            self.generator_id
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Cli, Command};
+    use clap::Parser;
+
+    fn parse(extra: &[&str]) -> Result<ServeConfig, UsageError> {
+        let mut argv = vec!["idcar", "serve"];
+        argv.extend_from_slice(extra);
+        let Command::Serve(a) = Cli::try_parse_from(argv).unwrap().command else {
+            unreachable!()
+        };
+        ServeConfig::from_args(&a)
+    }
+
+    #[test]
+    fn defaults_are_valid() {
+        let c = parse(&[]).unwrap();
+        assert_eq!(c.socket_mode, 0o660);
+        assert_eq!(c.mark_key(), "lable64/0/0");
+        assert!(c.admin_addr.is_some());
+    }
+
+    #[test]
+    fn bad_values_say_which_flag() {
+        for (args, flag) in [
+            (&["--generator-id", "64"][..], "--generator-id"),
+            (&["--cluster-id", "16"][..], "--cluster-id"),
+            (&["--layout", "nope"][..], "--layout"),
+            (&["--socket-mode", "999"][..], "--socket-mode"),
+            (&["--admin-addr", "localhost"][..], "--admin-addr"),
+            (
+                &["--renew-interval", "2s", "--lease-horizon", "3s"][..],
+                "--renew-interval",
+            ),
+            (&["--max-batch", "0"][..], "--max-batch"),
+            (&["--threads", "0"][..], "--threads"),
+        ] {
+            let e = parse(args).unwrap_err().to_string();
+            assert!(e.contains(flag), "{args:?}: {e}");
+        }
+        assert!(parse(&["--admin-addr", "none"])
+            .unwrap()
+            .admin_addr
+            .is_none());
+    }
+}

@@ -1,0 +1,367 @@
+//! The sequence state machine for one lease: hands out [`Run`]s of `(tick, sequence)` pairs.
+//!
+//! Pure: the current tick is an argument, nothing here sleeps or reads a clock. The caller
+//! ([`crate::service`]) holds it under a mutex only for the duration of [`Generator::take`].
+//!
+//! Invariants (tested below with properties):
+//! - every issued `(tick, seq)` is strictly greater than every one issued before under the
+//!   same lease, so IDs from one slot never repeat;
+//! - every issued tick is `> floor` (the mark the lease read when it claimed) and `<= mark`
+//!   (the mark the lease last wrote), which is what makes IDs unique across successive holders;
+//! - when the wall clock steps back, issuing continues from the last tick used, moving one tick
+//!   ahead each time a tick's sequence is spent (a logical clock ahead of the wall clock), and
+//!   stops at the mark; the regression is counted once per step.
+
+use crate::layout::{Run, Scheme};
+
+/// What the lease currently allows: which slot, and the open-closed tick window `(floor, mark]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Window {
+    pub slot: u32,
+    /// The mark read at claim time: every issued tick is strictly above it.
+    pub floor: u64,
+    /// The mark last written: no issued tick is above it.
+    pub mark: u64,
+    /// Changes on every new claim; renewals keep it.
+    pub generation: u64,
+}
+
+/// Why no ID can be issued now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    #[error("no lease is held")]
+    NoLease,
+    #[error("the lease's time mark (tick {mark}) is reached and not yet renewed")]
+    MarkReached { mark: u64 },
+    #[error("the clock is behind the last issued time by more than the lease horizon")]
+    ClockBehind { mark: u64 },
+    #[error("the layout's time field is exhausted (tick {tick} > {max})")]
+    TimeOverflow { tick: u64, max: u64 },
+}
+
+impl Refusal {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Refusal::NoLease => "no_lease",
+            Refusal::MarkReached { .. } => "mark_reached",
+            Refusal::ClockBehind { .. } => "clock_behind",
+            Refusal::TimeOverflow { .. } => "time_overflow",
+        }
+    }
+}
+
+/// The outcome of one [`Generator::take`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Take {
+    /// Up to the requested number of IDs, all from one tick.
+    Run(Run),
+    /// This tick's sequence is spent: call again once the clock reaches `tick`.
+    WaitFor { tick: u64 },
+}
+
+/// Sequence state for one slot.
+#[derive(Debug)]
+pub struct Generator {
+    scheme: Scheme,
+    window: Option<Window>,
+    /// The tick of the last run issued, or the floor before the first.
+    tick: u64,
+    /// The next sequence number within `tick`; above `seq_max` means the tick is spent.
+    next_seq: u32,
+    /// Whether the wall clock is currently behind `tick` (a regression in progress).
+    behind: bool,
+    /// The highest tick issued under the current generation, if any.
+    highest: Option<u64>,
+    regressions: u64,
+    exhausted: u64,
+}
+
+impl Generator {
+    pub fn new(scheme: Scheme) -> Generator {
+        Generator {
+            scheme,
+            window: None,
+            tick: 0,
+            next_seq: scheme.seq_max + 1,
+            behind: false,
+            highest: None,
+            regressions: 0,
+            exhausted: 0,
+        }
+    }
+
+    /// Installs what the lease now allows. A new generation starts over from its floor; the
+    /// same generation only moves the mark (a renewal never lowers it); `None` stops issuing.
+    pub fn set_window(&mut self, window: Option<Window>) {
+        match (self.window, window) {
+            (Some(old), Some(new)) if old.generation == new.generation && old.slot == new.slot => {
+                self.window = Some(Window {
+                    mark: old.mark.max(new.mark),
+                    ..old
+                });
+            }
+            (_, Some(new)) => {
+                self.window = Some(new);
+                self.tick = new.floor;
+                self.next_seq = self.scheme.seq_max + 1;
+                self.behind = false;
+                self.highest = None;
+            }
+            (_, None) => self.window = None,
+        }
+    }
+
+    pub fn window(&self) -> Option<Window> {
+        self.window
+    }
+
+    /// The highest tick issued under the current lease generation.
+    pub fn highest_issued(&self) -> Option<u64> {
+        self.highest
+    }
+
+    /// How often the clock was seen stepping back, in total.
+    pub fn regressions(&self) -> u64 {
+        self.regressions
+    }
+
+    /// How often a tick's sequence was spent and the caller had to wait, in total.
+    pub fn exhausted(&self) -> u64 {
+        self.exhausted
+    }
+
+    /// Issues up to `want` IDs at wall-clock tick `now`, all from one tick.
+    #[inline]
+    pub fn take(&mut self, now: u64, want: u32) -> Result<Take, Refusal> {
+        let w = self.window.ok_or(Refusal::NoLease)?;
+        if now > self.tick {
+            if now > w.mark {
+                return Err(Refusal::MarkReached { mark: w.mark });
+            }
+            self.tick = now;
+            self.next_seq = self.scheme.seq_min;
+            self.behind = false;
+        } else if now == self.tick {
+            // The wall clock has caught up with the logical one.
+            self.behind = false;
+        } else if !self.behind {
+            self.behind = true;
+            self.regressions += 1;
+        }
+        if self.next_seq > self.scheme.seq_max {
+            if !self.behind {
+                self.exhausted += 1;
+                return Ok(Take::WaitFor {
+                    tick: self.tick + 1,
+                });
+            }
+            // The wall clock is behind: run ahead logically, never past the mark.
+            if self.tick >= w.mark {
+                return Err(Refusal::ClockBehind { mark: w.mark });
+            }
+            self.tick += 1;
+            self.next_seq = self.scheme.seq_min;
+        }
+        if self.tick > self.scheme.max_tick {
+            return Err(Refusal::TimeOverflow {
+                tick: self.tick,
+                max: self.scheme.max_tick,
+            });
+        }
+        let len = want.min(self.scheme.seq_max - self.next_seq + 1);
+        let run = Run {
+            tick: self.tick,
+            seq: self.next_seq,
+            len,
+            slot: w.slot,
+        };
+        self.next_seq += len;
+        if len > 0 {
+            self.highest = Some(self.tick);
+        }
+        Ok(Take::Run(run))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn scheme() -> Scheme {
+        Scheme {
+            tick_ns: 1_000_000,
+            epoch_unix_ns: 0,
+            max_tick: (1 << 42) - 1,
+            seq_min: 0,
+            seq_max: 63,
+            slots: 64,
+        }
+    }
+
+    fn held(floor: u64, mark: u64) -> Generator {
+        let mut g = Generator::new(scheme());
+        g.set_window(Some(Window {
+            slot: 7,
+            floor,
+            mark,
+            generation: 1,
+        }));
+        g
+    }
+
+    #[test]
+    fn refuses_without_lease() {
+        let mut g = Generator::new(scheme());
+        assert_eq!(g.take(10, 1), Err(Refusal::NoLease));
+    }
+
+    #[test]
+    fn sequence_resets_each_tick_and_waits_when_spent() {
+        let mut g = held(99, 1_000);
+        assert_eq!(
+            g.take(100, 60),
+            Ok(Take::Run(Run {
+                tick: 100,
+                seq: 0,
+                len: 60,
+                slot: 7
+            }))
+        );
+        assert_eq!(
+            g.take(100, 10),
+            Ok(Take::Run(Run {
+                tick: 100,
+                seq: 60,
+                len: 4,
+                slot: 7
+            }))
+        );
+        assert_eq!(g.take(100, 1), Ok(Take::WaitFor { tick: 101 }));
+        assert_eq!(g.exhausted(), 1);
+        assert_eq!(
+            g.take(101, 1),
+            Ok(Take::Run(Run {
+                tick: 101,
+                seq: 0,
+                len: 1,
+                slot: 7
+            }))
+        );
+    }
+
+    #[test]
+    fn never_issues_at_or_below_floor() {
+        let mut g = held(100, 1_000);
+        // The clock sits exactly at the floor: wait for the next tick.
+        assert_eq!(g.take(100, 1), Ok(Take::WaitFor { tick: 101 }));
+        // The clock is below the floor: run ahead from floor + 1.
+        let Ok(Take::Run(r)) = g.take(50, 1) else {
+            panic!()
+        };
+        assert_eq!(r.tick, 101);
+    }
+
+    #[test]
+    fn never_issues_above_mark() {
+        let mut g = held(0, 100);
+        assert_eq!(g.take(101, 1), Err(Refusal::MarkReached { mark: 100 }));
+        // Renewal in the same generation raises the mark, never lowers it.
+        g.set_window(Some(Window {
+            slot: 7,
+            floor: 0,
+            mark: 200,
+            generation: 1,
+        }));
+        g.set_window(Some(Window {
+            slot: 7,
+            floor: 0,
+            mark: 150,
+            generation: 1,
+        }));
+        assert_eq!(g.window().unwrap().mark, 200);
+        assert!(matches!(g.take(101, 1), Ok(Take::Run(_))));
+    }
+
+    #[test]
+    fn clock_step_back_runs_ahead_then_stalls_at_mark() {
+        let mut g = held(0, 102);
+        assert!(matches!(g.take(100, 64), Ok(Take::Run(_))));
+        // Clock goes back 50 ticks: continue at 101, 102, then stall at the mark.
+        let Ok(Take::Run(r)) = g.take(50, 64) else {
+            panic!()
+        };
+        assert_eq!((r.tick, r.seq, r.len), (101, 0, 64));
+        assert_eq!(g.regressions(), 1);
+        let Ok(Take::Run(r)) = g.take(50, 64) else {
+            panic!()
+        };
+        assert_eq!(r.tick, 102);
+        assert_eq!(g.take(51, 1), Err(Refusal::ClockBehind { mark: 102 }));
+        assert_eq!(g.regressions(), 1, "one step back counts once");
+        // Clock catches up: back to normal.
+        assert!(matches!(g.take(102, 1), Ok(Take::WaitFor { tick: 103 })));
+    }
+
+    #[test]
+    fn new_generation_starts_over_from_its_floor() {
+        let mut g = held(0, 1_000);
+        assert!(matches!(g.take(500, 1), Ok(Take::Run(_))));
+        assert_eq!(g.highest_issued(), Some(500));
+        g.set_window(Some(Window {
+            slot: 9,
+            floor: 600,
+            mark: 2_000,
+            generation: 2,
+        }));
+        assert_eq!(g.highest_issued(), None);
+        let Ok(Take::Run(r)) = g.take(550, 1) else {
+            panic!()
+        };
+        assert_eq!((r.tick, r.slot), (601, 9));
+        g.set_window(None);
+        assert_eq!(g.take(700, 1), Err(Refusal::NoLease));
+    }
+
+    #[test]
+    fn time_field_overflow_is_refused() {
+        let s = scheme();
+        let mut g = held(s.max_tick, u64::MAX);
+        assert!(matches!(
+            g.take(s.max_tick + 1, 1),
+            Err(Refusal::TimeOverflow { .. })
+        ));
+    }
+
+    proptest! {
+        /// Whatever the clock does, issued (tick, seq) pairs strictly increase and stay in
+        /// (floor, mark].
+        #[test]
+        fn strictly_increasing_within_window(
+            floor in 0u64..1_000,
+            horizon in 1u64..300,
+            steps in proptest::collection::vec((-40i64..40, 1u32..100), 1..300),
+        ) {
+            let mark = floor + horizon;
+            let mut g = held(floor, mark);
+            let mut now = floor as i64;
+            let mut last: Option<(u64, u32)> = None;
+            for (dt, want) in steps {
+                now = (now + dt).max(0);
+                match g.take(now as u64, want) {
+                    Ok(Take::Run(r)) => {
+                        prop_assert!(r.len >= 1 && r.len <= want);
+                        prop_assert!(r.tick > floor && r.tick <= mark);
+                        if let Some(prev) = last {
+                            prop_assert!((r.tick, r.seq) > prev);
+                        }
+                        last = Some((r.tick, r.seq + r.len - 1));
+                        prop_assert_eq!(g.highest_issued(), Some(r.tick));
+                    }
+                    Ok(Take::WaitFor { tick }) => prop_assert!(tick as i64 > now),
+                    Err(_) => {}
+                }
+            }
+        }
+    }
+}

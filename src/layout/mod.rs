@@ -1,0 +1,190 @@
+//! ID layouts: pure bit packing and text forms, no I/O and no clock.
+//!
+//! A layout turns a [`Run`] — one tick, a range of sequence numbers and a slot, as the
+//! [generator](crate::generator) hands them out — into ID bytes, and turns ID text back into
+//! fields. The generator only knows ticks and sequences; everything layout-specific (bit
+//! positions, cluster field, text alphabets) lives behind the [`Layout`] trait, so adding a
+//! layout is one new file plus one line in [`by_name`].
+
+pub mod lable64;
+
+pub use lable64::Lable64;
+
+use serde_json::{Map, Value};
+
+/// The time and sequence geometry of a layout: what the generator and the lease need.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Scheme {
+    /// Length of one tick in nanoseconds (1 ms for lable64).
+    pub tick_ns: u64,
+    /// The layout's epoch, in nanoseconds since the Unix epoch.
+    pub epoch_unix_ns: u64,
+    /// The largest tick the time field can hold.
+    pub max_tick: u64,
+    /// Smallest sequence number issued within a tick.
+    pub seq_min: u32,
+    /// Largest sequence number issued within a tick (inclusive).
+    pub seq_max: u32,
+    /// How many slots (generator IDs) the pool has per cluster.
+    pub slots: u32,
+}
+
+impl Scheme {
+    /// The tick that contains `unix_ns`, or `None` before the epoch.
+    pub fn tick_at(&self, unix_ns: u64) -> Option<u64> {
+        unix_ns
+            .checked_sub(self.epoch_unix_ns)
+            .map(|d| d / self.tick_ns)
+    }
+
+    /// Nanoseconds since the Unix epoch at which `tick` starts (saturating).
+    pub fn tick_start_ns(&self, tick: u64) -> u64 {
+        tick.saturating_mul(self.tick_ns)
+            .saturating_add(self.epoch_unix_ns)
+    }
+
+    /// IDs one slot can issue per tick.
+    pub fn ids_per_tick(&self) -> u64 {
+        u64::from(self.seq_max - self.seq_min) + 1
+    }
+
+    /// Whole ticks in `d`, rounded up (a horizon shorter than a tick still covers one).
+    pub fn ticks_in(&self, d: std::time::Duration) -> u64 {
+        let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        ns.div_ceil(self.tick_ns).max(1)
+    }
+}
+
+/// A contiguous run of IDs from one tick: sequences `seq .. seq + len` of slot `slot`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Run {
+    pub tick: u64,
+    pub seq: u32,
+    pub len: u32,
+    pub slot: u32,
+}
+
+/// A text form of an ID. Each layout supports some of them and names a default.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TextForm {
+    /// Lower-case hexadecimal of the ID's bytes, fixed width.
+    Hex,
+    /// Unsigned decimal integer.
+    Dec,
+    /// Signed 64-bit two's-complement decimal, for databases with signed keys.
+    I64,
+}
+
+impl TextForm {
+    pub fn name(self) -> &'static str {
+        match self {
+            TextForm::Hex => "hex",
+            TextForm::Dec => "dec",
+            TextForm::I64 => "i64",
+        }
+    }
+
+    /// Parses a form name as given in `format=` or `--format`.
+    pub fn parse(name: &str) -> Result<TextForm, LayoutError> {
+        match name {
+            "hex" => Ok(TextForm::Hex),
+            "dec" => Ok(TextForm::Dec),
+            "i64" => Ok(TextForm::I64),
+            other => Err(LayoutError::UnknownForm(other.to_string())),
+        }
+    }
+}
+
+/// Why a layout refused an input. `kind()` is a stable label for metrics and tests.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LayoutError {
+    #[error("wrong length: expected {expected}, got {got}")]
+    WrongLength { expected: String, got: usize },
+    #[error("bad character {ch:?} at position {pos}: {expected}")]
+    BadChar {
+        ch: char,
+        pos: usize,
+        expected: &'static str,
+    },
+    #[error("{field} {value} is out of range (max {max})")]
+    OutOfRange {
+        field: &'static str,
+        value: u128,
+        max: u128,
+    },
+    #[error("reserved bits must be zero, found {0:#x}")]
+    ReservedBits(u64),
+    #[error("unknown text form {0:?}")]
+    UnknownForm(String),
+    #[error("text form {form} is not supported by layout {layout}")]
+    UnsupportedForm {
+        form: &'static str,
+        layout: &'static str,
+    },
+    #[error("not a {layout} ID: {why}")]
+    Unrecognised { layout: &'static str, why: String },
+}
+
+impl LayoutError {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            LayoutError::WrongLength { .. } => "wrong_length",
+            LayoutError::BadChar { .. } => "bad_char",
+            LayoutError::OutOfRange { .. } => "out_of_range",
+            LayoutError::ReservedBits(_) => "reserved_bits",
+            LayoutError::UnknownForm(_) => "unknown_form",
+            LayoutError::UnsupportedForm { .. } => "unsupported_form",
+            LayoutError::Unrecognised { .. } => "unrecognised",
+        }
+    }
+}
+
+/// One ID scheme. Implementations are pure: same input, same output.
+pub trait Layout: Send + Sync + std::fmt::Debug {
+    /// The name used on the command line, in ZooKeeper paths and in metrics.
+    fn name(&self) -> &'static str;
+    /// Bytes per ID in the binary form.
+    fn width(&self) -> usize;
+    /// Time unit, epoch, sequence range and pool size.
+    fn scheme(&self) -> Scheme;
+    /// The text form used when a request names none.
+    fn default_form(&self) -> TextForm;
+    /// Whether `form` is one of this layout's text forms.
+    fn supports(&self, form: TextForm) -> bool;
+    /// Appends the binary form of every ID in `run` to `out` (`run.len * width` bytes).
+    fn pack_run(&self, run: &Run, out: &mut Vec<u8>);
+    /// Appends the text form of one binary ID to `out`. `id` is `width` bytes.
+    fn format(&self, id: &[u8], form: TextForm, out: &mut String) -> Result<(), LayoutError>;
+    /// Parses ID text into its binary form; `form` `None` guesses from the text's shape.
+    fn parse(&self, text: &str, form: Option<TextForm>) -> Result<Vec<u8>, LayoutError>;
+    /// The fields of one binary ID, named as the seed names them.
+    fn decode(&self, id: &[u8]) -> Result<Map<String, Value>, LayoutError>;
+}
+
+/// Every layout name idcar knows, in the order the CLI lists them.
+pub const NAMES: &[&str] = &["lable64"];
+
+/// Static configuration a layout may need (the cluster ID for lable64).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LayoutParams {
+    pub cluster: u8,
+}
+
+/// Builds the layout called `name`, or says which names exist.
+pub fn by_name(name: &str, params: LayoutParams) -> Result<Box<dyn Layout>, String> {
+    match name {
+        "lable64" => Lable64::new(params.cluster)
+            .map(|l| Box::new(l) as Box<dyn Layout>)
+            .map_err(|e| e.to_string()),
+        other => Err(format!(
+            "unknown layout {other:?} (known: {})",
+            NAMES.join(", ")
+        )),
+    }
+}
+
+/// RFC 3339 text for a Unix time in nanoseconds, with the given sub-second precision.
+pub(crate) fn rfc3339_millis(unix_ns: u64) -> String {
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(unix_ns);
+    humantime::format_rfc3339_millis(t).to_string()
+}

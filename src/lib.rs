@@ -1,0 +1,29 @@
+//! idcar: a unique-ID sidecar.
+//!
+//! The map of the crate, from the pure core outwards:
+//!
+//! - [`layout`]: ID layouts (bit packing and text forms); pure.
+//! - [`generator`]: the per-lease sequence state machine; pure, time passed in.
+//! - [`clock`], [`timer`]: the wall clock seam and precise sub-millisecond waits.
+//! - [`lease`]: who may issue for which slot up to which time; [`lease::local`] keeps a static
+//!   slot's time mark in a state file.
+//! - [`service`]: generator + lease + clock, the one entry point for issuing IDs.
+//! - [`server`]: the Unix-socket API (HTTP/1.1 and a binary protocol) and the admin listener.
+//! - [`metrics`]: every Prometheus metric, typed.
+//! - [`cli`], [`config`], [`app`]: arguments, validated configuration, and the `serve` run.
+//! - [`client`]: a small client for the socket, used by `idcar get`, examples and tests.
+
+#![forbid(unsafe_code)]
+
+pub mod app;
+pub mod cli;
+pub mod client;
+pub mod clock;
+pub mod config;
+pub mod generator;
+pub mod layout;
+pub mod lease;
+pub mod metrics;
+pub mod server;
+pub mod service;
+pub mod timer;

@@ -1,0 +1,261 @@
+//! Every Prometheus metric idcar exports, registered once in one typed struct.
+//!
+//! Hot-path metrics are resolved to their label values at start-up, so recording one is an
+//! atomic add. Names follow Prometheus conventions: `idcar_` prefix, `_total` for counters,
+//! seconds and bytes as base units.
+
+use prometheus::{
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry, TextEncoder,
+};
+
+/// Which API a request came through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Interface {
+    Http,
+    Binary,
+}
+
+impl Interface {
+    pub const ALL: [Interface; 2] = [Interface::Http, Interface::Binary];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Interface::Http => "http",
+            Interface::Binary => "binary",
+        }
+    }
+}
+
+/// How a request ended, as counted in `idcar_requests_total{outcome}`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Ok,
+    BadRequest,
+    NotFound,
+    Unavailable,
+}
+
+impl Outcome {
+    pub const ALL: [Outcome; 4] = [
+        Outcome::Ok,
+        Outcome::BadRequest,
+        Outcome::NotFound,
+        Outcome::Unavailable,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::BadRequest => "bad_request",
+            Outcome::NotFound => "not_found",
+            Outcome::Unavailable => "unavailable",
+        }
+    }
+}
+
+/// The process's metrics.
+#[derive(Debug)]
+pub struct Metrics {
+    pub registry: Registry,
+    pub ids_issued: IntCounter,
+    /// `idcar_requests_total` resolved per `[interface][outcome]`.
+    requests: [[IntCounter; 4]; 2],
+    /// `idcar_request_duration_seconds` resolved per interface.
+    latency: [Histogram; 2],
+    pub batch_size: Histogram,
+    pub sequence_waits: IntCounter,
+    pub clock_regressions: IntCounter,
+    pub refusals: IntCounterVec,
+    pub lease_held: IntGauge,
+    pub lease_slot: IntGauge,
+    pub lease_remaining_seconds: prometheus::Gauge,
+    pub lease_renewals: IntCounterVec,
+    pub lease_mark_wait_seconds: Histogram,
+    pub connections: IntGaugeVec,
+}
+
+fn reg<T: prometheus::core::Collector + Clone + 'static>(r: &Registry, m: T) -> T {
+    r.register(Box::new(m.clone()))
+        .expect("metric names are unique and valid");
+    m
+}
+
+impl Metrics {
+    /// Registers every metric; `layout` and the cluster go into `idcar_build_info`.
+    pub fn new(layout: &str, cluster: u8) -> Metrics {
+        let r = Registry::new();
+        let build = reg(
+            &r,
+            IntGaugeVec::new(
+                Opts::new(
+                    "idcar_build_info",
+                    "Build and configuration of this idcar (always 1)",
+                ),
+                &["version", "layout", "cluster"],
+            )
+            .unwrap(),
+        );
+        build
+            .with_label_values(&[env!("CARGO_PKG_VERSION"), layout, &cluster.to_string()])
+            .set(1);
+        let latency_buckets = vec![
+            10e-6, 25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3,
+            0.1, 0.25, 0.5, 1.0, 2.5,
+        ];
+        let requests = reg(
+            &r,
+            IntCounterVec::new(
+                Opts::new(
+                    "idcar_requests_total",
+                    "Requests served, by interface and outcome",
+                ),
+                &["interface", "outcome"],
+            )
+            .unwrap(),
+        );
+        let latency = reg(
+            &r,
+            HistogramVec::new(
+                HistogramOpts::new(
+                    "idcar_request_duration_seconds",
+                    "Time from a request's arrival to its response, by interface",
+                )
+                .buckets(latency_buckets),
+                &["interface"],
+            )
+            .unwrap(),
+        );
+        let m = Metrics {
+            ids_issued: reg(
+                &r,
+                IntCounter::new("idcar_ids_issued_total", "IDs handed out to clients").unwrap(),
+            ),
+            requests: std::array::from_fn(|i| {
+                std::array::from_fn(|o| {
+                    requests
+                        .with_label_values(&[Interface::ALL[i].label(), Outcome::ALL[o].label()])
+                })
+            }),
+            latency: std::array::from_fn(|i| {
+                latency.with_label_values(&[Interface::ALL[i].label()])
+            }),
+            batch_size: reg(
+                &r,
+                Histogram::with_opts(
+                    HistogramOpts::new("idcar_batch_size", "IDs asked for per request")
+                        .buckets(vec![1.0, 2.0, 8.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0]),
+                )
+                .unwrap(),
+            ),
+            sequence_waits: reg(
+                &r,
+                IntCounter::new(
+                    "idcar_sequence_exhausted_waits_total",
+                    "Times a tick's sequence was spent and a request waited for the next tick",
+                )
+                .unwrap(),
+            ),
+            clock_regressions: reg(
+                &r,
+                IntCounter::new(
+                    "idcar_clock_regressions_total",
+                    "Times the wall clock was seen stepping back behind the last issued time",
+                )
+                .unwrap(),
+            ),
+            refusals: reg(
+                &r,
+                IntCounterVec::new(
+                    Opts::new(
+                        "idcar_refusals_total",
+                        "Requests refused for lack of a usable lease, by reason",
+                    ),
+                    &["reason"],
+                )
+                .unwrap(),
+            ),
+            lease_held: reg(
+                &r,
+                IntGauge::new("idcar_lease_held", "1 while a valid lease is held, else 0").unwrap(),
+            ),
+            lease_slot: reg(
+                &r,
+                IntGauge::new(
+                    "idcar_lease_slot",
+                    "The generator ID (slot) held, or -1 when none is held",
+                )
+                .unwrap(),
+            ),
+            lease_remaining_seconds: reg(
+                &r,
+                prometheus::Gauge::new(
+                    "idcar_lease_remaining_seconds",
+                    "Seconds until the lease's time mark; IDs stop when it reaches 0",
+                )
+                .unwrap(),
+            ),
+            lease_renewals: reg(
+                &r,
+                IntCounterVec::new(
+                    Opts::new(
+                        "idcar_lease_renewals_total",
+                        "Lease mark renewals, by result",
+                    ),
+                    &["result"],
+                )
+                .unwrap(),
+            ),
+            lease_mark_wait_seconds: reg(
+                &r,
+                Histogram::with_opts(
+                    HistogramOpts::new(
+                        "idcar_lease_mark_wait_seconds",
+                        "Time waited after a claim for the clock to pass the slot's mark",
+                    )
+                    .buckets(vec![0.0, 0.001, 0.01, 0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0]),
+                )
+                .unwrap(),
+            ),
+            connections: reg(
+                &r,
+                IntGaugeVec::new(
+                    Opts::new(
+                        "idcar_open_connections",
+                        "Open client connections, by interface",
+                    ),
+                    &["interface"],
+                )
+                .unwrap(),
+            ),
+            registry: r,
+        };
+        m.lease_slot.set(-1);
+        for i in Interface::ALL {
+            m.connections.with_label_values(&[i.label()]);
+        }
+        for result in ["ok", "error"] {
+            m.lease_renewals.with_label_values(&[result]);
+        }
+        m
+    }
+
+    /// Records one finished request.
+    pub fn request(&self, i: Interface, o: Outcome, seconds: f64) {
+        self.requests[i as usize][o as usize].inc();
+        self.latency[i as usize].observe(seconds);
+    }
+
+    pub fn requests(&self, i: Interface, o: Outcome) -> u64 {
+        self.requests[i as usize][o as usize].get()
+    }
+
+    /// The registry in Prometheus text exposition format.
+    pub fn render(&self) -> String {
+        let mut buf = Vec::new();
+        TextEncoder::new()
+            .encode(&self.registry.gather(), &mut buf)
+            .expect("text encoding of gathered metrics cannot fail");
+        String::from_utf8(buf).expect("Prometheus text format is UTF-8")
+    }
+}

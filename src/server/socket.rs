@@ -1,0 +1,89 @@
+//! Binding the Unix socket: a stale file is replaced only when nothing listens on it, the
+//! mode is set before any client can connect, and [`SocketFile`] removes it again.
+
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use tokio::net::UnixListener;
+
+#[derive(Debug, thiserror::Error)]
+pub enum BindError {
+    #[error("{0}: another process is listening on this socket")]
+    InUse(String),
+    #[error("{0}: exists and is not a socket; refusing to replace it")]
+    NotASocket(String),
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The socket file of a bound listener; [`SocketFile::remove`] deletes it.
+#[derive(Debug)]
+pub struct SocketFile(PathBuf);
+
+impl SocketFile {
+    pub fn remove(&self) {
+        if let Err(e) = std::fs::remove_file(&self.0) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                tracing::warn!(path = %self.0.display(), error = %e, "could not remove the socket file");
+            }
+        }
+    }
+}
+
+/// Binds `path` with permissions `mode`, replacing a stale socket file left by a dead process.
+pub fn bind(path: &Path, mode: u32) -> Result<(UnixListener, SocketFile), BindError> {
+    let shown = path.display().to_string();
+    let io = |source| BindError::Io {
+        path: shown.clone(),
+        source,
+    };
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_socket() => {
+            match std::os::unix::net::UnixStream::connect(path) {
+                Ok(_) => return Err(BindError::InUse(shown)),
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                    tracing::info!(path = %shown, "replacing a stale socket file");
+                    std::fs::remove_file(path).map_err(io)?;
+                }
+                Err(e) => return Err(io(e)),
+            }
+        }
+        Ok(_) => return Err(BindError::NotASocket(shown)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io(e)),
+    }
+    let listener = UnixListener::bind(path).map_err(io)?;
+    let file = SocketFile(path.to_owned());
+    // Nothing has been accepted yet, so no client was served under the default mode.
+    if let Err(e) = std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)) {
+        file.remove();
+        return Err(io(e));
+    }
+    Ok((listener, file))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn replaces_stale_refuses_live_and_non_sockets() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("s.sock");
+        let (l, f) = bind(&p, 0o660).unwrap();
+        let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o660);
+        assert!(matches!(bind(&p, 0o660), Err(BindError::InUse(_))));
+        drop(l); // the file stays: now it is stale
+        assert!(p.exists());
+        let (_l, f2) = bind(&p, 0o600).unwrap();
+        f2.remove();
+        f.remove();
+        assert!(!p.exists());
+        std::fs::write(&p, "x").unwrap();
+        assert!(matches!(bind(&p, 0o660), Err(BindError::NotASocket(_))));
+    }
+}

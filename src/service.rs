@@ -1,0 +1,319 @@
+//! The ID service: the generator, the clock, the lease it follows, and the waits between ticks.
+//!
+//! Both socket interfaces call [`Service::issue`]. The generator is held under a mutex only
+//! while runs are taken and packed (no await, no sleep under the lock); when a tick's
+//! sequence is spent the request waits for the next tick on the precise [`Timer`], bounded by
+//! the request timeout.
+
+use crate::clock::Clock;
+use crate::generator::{Generator, Refusal, Take};
+use crate::layout::{Layout, Scheme};
+use crate::lease::LeaseState;
+use crate::metrics::Metrics;
+use crate::timer::Timer;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// Per-request limits.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// The most IDs one request may ask for.
+    pub max_batch: u32,
+    /// The longest a request may wait for sequence numbers before it is refused.
+    pub max_wait: Duration,
+}
+
+/// Why a request got no IDs.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IssueError {
+    #[error("count must be between 1 and {max}, got {count}")]
+    BadCount { count: u64, max: u32 },
+    #[error("{0}")]
+    Refused(#[from] Refusal),
+    #[error("timed out after {0:?} waiting for sequence numbers")]
+    TimedOut(Duration),
+}
+
+impl IssueError {
+    /// Whether retrying later may succeed (HTTP 503) rather than never (HTTP 400).
+    pub fn is_unavailable(&self) -> bool {
+        !matches!(self, IssueError::BadCount { .. })
+    }
+}
+
+/// Everything a request handler needs.
+#[derive(Debug)]
+pub struct Service {
+    layout: Box<dyn Layout>,
+    scheme: Scheme,
+    generator: Mutex<Generator>,
+    clock: Arc<dyn Clock>,
+    timer: Timer,
+    metrics: Arc<Metrics>,
+    lease: watch::Receiver<LeaseState>,
+    limits: Limits,
+    /// Regressions already copied into the metric.
+    regressions_seen: AtomicU64,
+}
+
+impl Service {
+    pub fn new(
+        layout: Box<dyn Layout>,
+        clock: Arc<dyn Clock>,
+        metrics: Arc<Metrics>,
+        lease: watch::Receiver<LeaseState>,
+        limits: Limits,
+    ) -> std::io::Result<Arc<Service>> {
+        let scheme = layout.scheme();
+        let mut generator = Generator::new(scheme);
+        generator.set_window(lease.borrow().window());
+        Ok(Arc::new(Service {
+            layout,
+            scheme,
+            generator: Mutex::new(generator),
+            clock,
+            timer: Timer::new()?,
+            metrics,
+            lease,
+            limits,
+            regressions_seen: AtomicU64::new(0),
+        }))
+    }
+
+    pub fn layout(&self) -> &dyn Layout {
+        &*self.layout
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    fn generator(&self) -> MutexGuard<'_, Generator> {
+        // The generator's state stays consistent even if a holder panicked mid-way: every
+        // mutation completes before any code that could panic.
+        self.generator.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Installs each lease change in the generator until the lease channel closes.
+    pub async fn follow_lease(self: Arc<Self>) {
+        let mut rx = self.lease.clone();
+        loop {
+            let state = rx.borrow_and_update().clone();
+            let window = state.window();
+            self.generator().set_window(window);
+            self.metrics.lease_held.set(i64::from(window.is_some()));
+            self.metrics
+                .lease_slot
+                .set(window.map_or(-1, |w| i64::from(w.slot)));
+            if rx.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// Stops issuing and returns the highest tick issued under the current lease.
+    pub fn close(&self) -> Option<u64> {
+        let mut g = self.generator();
+        let highest = g.highest_issued();
+        g.set_window(None);
+        highest
+    }
+
+    /// Whether a valid lease is held and its mark is not yet reached.
+    pub fn ready(&self) -> Result<(), String> {
+        match self.generator().window() {
+            Some(w) if self.now_tick() <= w.mark => Ok(()),
+            Some(_) => Err("lease mark reached and not renewed".into()),
+            None => Err(self
+                .lease
+                .borrow()
+                .reason()
+                .unwrap_or("no lease")
+                .to_string()),
+        }
+    }
+
+    /// Seconds until the lease's mark, or 0 without a lease.
+    pub fn lease_remaining(&self) -> f64 {
+        match self.generator().window() {
+            Some(w) => {
+                let end = self.scheme.tick_start_ns(w.mark.saturating_add(1));
+                end.saturating_sub(self.clock.now_unix_ns()) as f64 / 1e9
+            }
+            None => 0.0,
+        }
+    }
+
+    fn now_tick(&self) -> u64 {
+        self.scheme.tick_at(self.clock.now_unix_ns()).unwrap_or(0)
+    }
+
+    /// Appends `count` IDs in binary form to `out`, waiting for ticks as needed.
+    pub async fn issue(&self, count: u64, out: &mut Vec<u8>) -> Result<(), IssueError> {
+        let max = self.limits.max_batch;
+        if count == 0 || count > u64::from(max) {
+            return Err(IssueError::BadCount { count, max });
+        }
+        self.metrics.batch_size.observe(count as f64);
+        let mut left = count as u32;
+        let deadline = Instant::now() + self.limits.max_wait;
+        out.reserve(left as usize * self.layout.width());
+        loop {
+            let (wait_for, now_ns) = {
+                let mut g = self.generator();
+                let now_ns = self.clock.now_unix_ns();
+                let now = self.scheme.tick_at(now_ns).unwrap_or(0);
+                let outcome = loop {
+                    match g.take(now, left) {
+                        Ok(Take::Run(run)) => {
+                            self.layout.pack_run(&run, out);
+                            left -= run.len;
+                            if left == 0 {
+                                break Ok(None);
+                            }
+                        }
+                        Ok(Take::WaitFor { tick }) => break Ok(Some(tick)),
+                        Err(r) => break Err(r),
+                    }
+                };
+                self.note_regressions(g.regressions());
+                drop(g);
+                match outcome {
+                    Ok(w) => (w, now_ns),
+                    Err(r) => {
+                        self.metrics.refusals.with_label_values(&[r.kind()]).inc();
+                        return Err(r.into());
+                    }
+                }
+            };
+            let Some(tick) = wait_for else {
+                self.metrics.ids_issued.inc_by(count);
+                return Ok(());
+            };
+            self.metrics.sequence_waits.inc();
+            let now = Instant::now();
+            if now >= deadline {
+                self.metrics
+                    .refusals
+                    .with_label_values(&["timed_out"])
+                    .inc();
+                return Err(IssueError::TimedOut(self.limits.max_wait));
+            }
+            let until = self.scheme.tick_start_ns(tick).saturating_sub(now_ns);
+            let wake = (now + Duration::from_nanos(until)).min(deadline);
+            self.timer.sleep_until(wake).await;
+        }
+    }
+
+    fn note_regressions(&self, total: u64) {
+        let seen = self.regressions_seen.load(Ordering::Relaxed);
+        if total > seen
+            && self
+                .regressions_seen
+                .compare_exchange(seen, total, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            self.metrics.clock_regressions.inc_by(total - seen);
+            tracing::warn!(
+                total,
+                "the wall clock stepped back; issuing ahead of it up to the lease mark"
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::generator::Window;
+    use crate::layout::{by_name, LayoutParams};
+
+    fn service(
+        clock: Arc<ManualClock>,
+        window: Option<Window>,
+    ) -> (Arc<Service>, watch::Sender<LeaseState>) {
+        let layout = by_name("lable64", LayoutParams { cluster: 3 }).unwrap();
+        let state = match window {
+            Some(w) => LeaseState::Held(w),
+            None => LeaseState::Pending {
+                reason: "test".into(),
+            },
+        };
+        let (tx, rx) = watch::channel(state);
+        let limits = Limits {
+            max_batch: 1_000,
+            max_wait: Duration::from_secs(5),
+        };
+        let metrics = Arc::new(Metrics::new("lable64", 3));
+        (
+            Service::new(layout, clock, metrics, rx, limits).unwrap(),
+            tx,
+        )
+    }
+
+    fn win(floor: u64, mark: u64) -> Window {
+        Window {
+            slot: 5,
+            floor,
+            mark,
+            generation: 1,
+        }
+    }
+
+    #[tokio::test]
+    async fn issues_and_refuses_as_the_lease_says() {
+        let clock = Arc::new(ManualClock::new(1_000 * 1_000_000));
+        let (svc, tx) = service(clock.clone(), None);
+        tokio::spawn(svc.clone().follow_lease());
+        let mut out = Vec::new();
+        assert_eq!(
+            svc.issue(1, &mut out).await,
+            Err(IssueError::Refused(Refusal::NoLease))
+        );
+        assert!(svc.ready().is_err());
+        tx.send_replace(LeaseState::Held(win(0, 2_000)));
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while svc.ready().is_err() {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .unwrap();
+        svc.issue(10, &mut out).await.unwrap();
+        assert_eq!(out.len(), 80);
+        assert!(!svc.issue(0, &mut out).await.unwrap_err().is_unavailable());
+        assert!(svc.issue(1_001, &mut out).await.is_err());
+        clock.set(2_001 * 1_000_000);
+        assert_eq!(
+            svc.issue(1, &mut out).await,
+            Err(IssueError::Refused(Refusal::MarkReached { mark: 2_000 }))
+        );
+        assert_eq!(svc.close(), Some(1_000));
+    }
+
+    #[tokio::test]
+    async fn spent_tick_waits_until_deadline_then_times_out() {
+        // A frozen clock: the second batch of 64 can never be served, so it times out.
+        let clock = Arc::new(ManualClock::new(1_000 * 1_000_000));
+        let (svc, _tx) = service(clock, Some(win(0, 2_000)));
+        let mut out = Vec::new();
+        svc.issue(64, &mut out).await.unwrap();
+        let svc2 = Arc::new(Service {
+            limits: Limits {
+                max_batch: 1_000,
+                max_wait: Duration::from_millis(50),
+            },
+            ..Arc::into_inner(svc).unwrap()
+        });
+        let e = svc2.issue(1, &mut out).await.unwrap_err();
+        assert_eq!(e, IssueError::TimedOut(Duration::from_millis(50)));
+        assert!(svc2.metrics.sequence_waits.get() >= 1);
+    }
+}

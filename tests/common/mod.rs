@@ -1,0 +1,197 @@
+//! Test harness: runs the real `idcar` binary in a temporary directory and talks to it.
+#![allow(dead_code)]
+
+use idcar::client::{BinaryClient, HttpClient};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_idcar");
+
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+/// A loopback port that was free a moment ago.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A running `idcar serve`, killed on drop if still running.
+pub struct Idcar {
+    pub child: Child,
+    pub dir: tempfile::TempDir,
+    pub socket: PathBuf,
+    pub state: PathBuf,
+    pub admin: String,
+    pub log: PathBuf,
+}
+
+/// Builds the command for `idcar serve` in `dir` with extra arguments.
+pub fn serve_cmd(dir: &Path, admin: &str, extra: &[&str]) -> Command {
+    let mut c = Command::new(BIN);
+    c.arg("serve")
+        .arg("--socket")
+        .arg(dir.join("idcar.sock"))
+        .arg("--state-file")
+        .arg(dir.join("state.json"))
+        .arg("--admin-addr")
+        .arg(admin)
+        .args(extra)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("idcar.log")).unwrap());
+    c
+}
+
+impl Idcar {
+    /// Starts idcar and waits (at most 10 s) until its socket accepts connections.
+    pub async fn start(extra: &[&str]) -> Idcar {
+        Self::start_in(tempfile::tempdir().unwrap(), extra).await
+    }
+
+    pub async fn start_in(dir: tempfile::TempDir, extra: &[&str]) -> Idcar {
+        let admin = format!("127.0.0.1:{}", free_port());
+        let child = serve_cmd(dir.path(), &admin, extra)
+            .spawn()
+            .expect("idcar starts");
+        let i = Idcar {
+            child,
+            socket: dir.path().join("idcar.sock"),
+            state: dir.path().join("state.json"),
+            log: dir.path().join("idcar.log"),
+            admin,
+            dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while tokio::net::UnixStream::connect(&i.socket).await.is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "idcar did not open its socket: {}",
+                i.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        i
+    }
+
+    pub fn logs(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub async fn http(&self) -> HttpClient {
+        HttpClient::connect(&self.socket).await.unwrap()
+    }
+
+    pub async fn binary(&self) -> BinaryClient {
+        BinaryClient::connect(&self.socket).await.unwrap()
+    }
+
+    /// GET on the admin listener: (status, body).
+    pub async fn admin_get(&self, path: &str) -> (u16, String) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut s = tokio::net::TcpStream::connect(&self.admin).await.unwrap();
+        let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        s.write_all(req.as_bytes()).await.unwrap();
+        let mut out = String::new();
+        tokio::time::timeout(Duration::from_secs(10), s.read_to_string(&mut out))
+            .await
+            .expect("admin answers")
+            .unwrap();
+        let status = out[9..12].parse().unwrap();
+        let body = out
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_string())
+            .unwrap_or_default();
+        (status, body)
+    }
+
+    /// Waits (at most `limit`) until /readyz answers 200.
+    pub async fn wait_ready(&self, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        loop {
+            if self.admin_get("/readyz").await.0 == 200 {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "not ready in {limit:?}: {}",
+                self.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    pub fn signal(&self, sig: Signal) {
+        kill(Pid::from_raw(self.child.id() as i32), sig).unwrap();
+    }
+
+    /// Waits (at most `limit`) for the process to exit.
+    pub async fn wait_exit(&mut self, limit: Duration) -> ExitStatus {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                return st;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "idcar did not exit in {limit:?}: {}",
+                self.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// SIGTERM, then wait for a clean exit.
+    pub async fn stop(&mut self) -> ExitStatus {
+        self.signal(Signal::SIGTERM);
+        self.wait_exit(Duration::from_secs(20)).await
+    }
+
+    /// The stored mark for `key` in the state file.
+    pub fn stored_mark(&self, key: &str) -> Option<u64> {
+        let text = std::fs::read_to_string(&self.state).ok()?;
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        v["marks"][key].as_u64()
+    }
+}
+
+impl Drop for Idcar {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Writes a state file holding `mark` for `key`.
+pub fn write_state(path: &Path, key: &str, mark: u64) {
+    let v = serde_json::json!({"version": 1, "marks": {key: mark}});
+    std::fs::write(path, v.to_string()).unwrap();
+}
+
+/// Runs `idcar` with `args` to completion (bounded): (exit code, stdout, stderr).
+pub fn run(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(BIN)
+        .args(args)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
