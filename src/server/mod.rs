@@ -51,17 +51,8 @@ pub async fn run_unix(
             p = permits.clone().acquire_owned() => p.expect("the semaphore is never closed"),
             _ = shutdown.cancelled() => break,
         };
-        let stream = tokio::select! {
-            r = listener.accept() => match r {
-                Ok((s, _)) => s,
-                Err(e) => {
-                    // Out of file descriptors and the like: back off instead of spinning.
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            _ = shutdown.cancelled() => break,
+        let Some((stream, _)) = accept_next(|| listener.accept(), &shutdown, "socket").await else {
+            break;
         };
         let (svc, shutdown) = (svc.clone(), shutdown.clone());
         tracker.spawn(async move {
@@ -73,6 +64,31 @@ pub async fn run_unix(
     }
     drop(listener);
     drain(tracker, limits.grace, "socket").await;
+}
+
+/// The next accepted connection, or `None` once shutdown is requested. Accept errors (out of
+/// file descriptors and the like) are logged and retried after a pause instead of spinning.
+async fn accept_next<S, F, Fut>(
+    mut accept: F,
+    shutdown: &CancellationToken,
+    what: &str,
+) -> Option<S>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = std::io::Result<S>>,
+{
+    loop {
+        tokio::select! {
+            r = accept() => match r {
+                Ok(s) => return Some(s),
+                Err(e) => {
+                    tracing::warn!(listener = what, error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            _ = shutdown.cancelled() => return None,
+        }
+    }
 }
 
 async fn drain(tracker: TaskTracker, grace: Duration, what: &str) {
@@ -169,16 +185,8 @@ where
 pub async fn run_admin(listener: TcpListener, svc: Arc<Service>, shutdown: CancellationToken) {
     let tracker = TaskTracker::new();
     loop {
-        let stream = tokio::select! {
-            r = listener.accept() => match r {
-                Ok((s, _)) => s,
-                Err(e) => {
-                    tracing::warn!(error = %e, "admin accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            _ = shutdown.cancelled() => break,
+        let Some((stream, _)) = accept_next(|| listener.accept(), &shutdown, "admin").await else {
+            break;
         };
         let (svc, shutdown) = (svc.clone(), shutdown.clone());
         tracker.spawn(async move {
