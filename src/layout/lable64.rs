@@ -354,6 +354,22 @@ mod tests {
     }
 
     #[test]
+    fn sixteen_decimal_digits_are_guessed_as_hex() {
+        let l = Lable64::new(0).unwrap();
+        // Read as hex this has reserved bits set; read as dec it is a valid ID.
+        let text = "1000000000032768";
+        assert_eq!(
+            l.parse(text, None).unwrap_err(),
+            LayoutError::ReservedBits(0x9)
+        );
+        let dec = l.parse(text, Some(TextForm::Dec)).unwrap();
+        assert_eq!(
+            u64::from_be_bytes(dec.try_into().unwrap()),
+            1_000_000_000_032_768
+        );
+    }
+
+    #[test]
     fn decode_json_keys() {
         let l = Lable64::new(5).unwrap();
         let id = Fields {
@@ -391,7 +407,9 @@ mod tests {
                 let mut s = String::new();
                 l.format(&id.to_be_bytes(), form, &mut s).unwrap();
                 prop_assert_eq!(l.parse(&s, Some(form)).unwrap(), id.to_be_bytes().to_vec());
-                if form != TextForm::Dec || s.len() != 16 {
+                // Sixteen decimal digits read as hex when no form is named (documented).
+                let ambiguous = s.len() == 16 && s.bytes().all(|b| b.is_ascii_digit());
+                if form == TextForm::Hex || !ambiguous {
                     prop_assert_eq!(l.parse(&s, None).unwrap(), id.to_be_bytes().to_vec());
                 }
             }
