@@ -10,6 +10,7 @@ use crate::metrics::Metrics;
 use crate::server;
 use crate::service::Service;
 use anyhow::Context;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use tokio::signal::unix::{signal, SignalKind};
@@ -37,8 +38,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// Waits for SIGTERM or SIGINT, cancels `token`; a second signal exits at once.
-fn watch_signals(token: CancellationToken) -> anyhow::Result<()> {
+/// Waits for SIGTERM or SIGINT, cancels `token`; a second signal removes the socket file and
+/// exits at once (the state file's mark still covers everything issued).
+fn watch_signals(token: CancellationToken, socket: PathBuf) -> anyhow::Result<()> {
     let mut term = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
     let mut int = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
     tokio::spawn(async move {
@@ -52,6 +54,7 @@ fn watch_signals(token: CancellationToken) -> anyhow::Result<()> {
             _ = int.recv() => {}
         }
         tracing::warn!("second signal: exiting now without draining");
+        let _ = std::fs::remove_file(&socket);
         std::process::exit(130);
     });
     Ok(())
@@ -60,7 +63,7 @@ fn watch_signals(token: CancellationToken) -> anyhow::Result<()> {
 /// Serves until a signal, then drains and releases the lease.
 pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
-    watch_signals(shutdown.clone())?;
+    watch_signals(shutdown.clone(), cfg.socket.clone())?;
     let scheme = cfg.layout.scheme();
     let metrics = Arc::new(Metrics::new(cfg.layout.name(), cfg.cluster));
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
@@ -101,36 +104,53 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
         generator = cfg.generator_id,
         "idcar serving"
     );
+    // The admin listener outlives the drain (readiness turns false at once) and stops last.
+    let admin_stop = CancellationToken::new();
     let admin_task =
-        admin.map(|l| tokio::spawn(server::run_admin(l, svc.clone(), shutdown.clone())));
+        admin.map(|l| tokio::spawn(server::run_admin(l, svc.clone(), admin_stop.clone())));
     let mut lease_state = lease.subscribe();
-    let unix = tokio::spawn(server::run_unix(
+    let mut unix = tokio::spawn(server::run_unix(
         listener,
         svc.clone(),
         cfg.conn,
         shutdown.clone(),
     ));
 
-    // Run until a signal, or until the lease fails for good (then exit non-zero so a
-    // supervisor restarts us).
-    let lease_failed = tokio::select! {
+    // Run until a signal; or until the lease fails for good, or the socket server ends on its
+    // own (then exit non-zero so a supervisor restarts us).
+    let mut unix_done = false;
+    let failure = tokio::select! {
+        biased;
         _ = shutdown.cancelled() => None,
-        r = lease_state.wait_for(|s| matches!(s, crate::lease::LeaseState::Lost { .. })) => {
+        r = lease_state.wait_for(|s| matches!(s, crate::lease::LeaseState::Failed { .. })) => {
             let why = r.map(|s| s.reason().unwrap_or_default().to_string()).unwrap_or_default();
-            shutdown.cancel();
-            Some(why)
+            Some(format!("lease failed: {why}"))
+        }
+        r = &mut unix => {
+            unix_done = true;
+            // It also ends, normally, right after a shutdown request.
+            (!shutdown.is_cancelled())
+                .then(|| format!("the socket server stopped unexpectedly: {r:?}"))
         }
     };
-    let _ = unix.await;
+    svc.drain();
+    shutdown.cancel();
+    if !unix_done {
+        let _ = unix.await;
+    }
     socket_file.remove();
+    // Stop following the lease, then close for good: `highest` bounds every ID this process
+    // issued, whatever connection tasks outlived the grace period.
+    follower.abort();
+    let _ = follower.await;
     let highest = svc.close();
     let released = lease.release(highest).await;
+    admin_stop.cancel();
     if let Some(t) = admin_task {
         let _ = t.await;
     }
-    follower.abort();
-    if let Some(why) = lease_failed {
-        anyhow::bail!("lease lost: {why}");
+    if let Some(why) = failure {
+        anyhow::bail!(why);
     }
     released.context("could not write the time mark down on release")?;
     tracing::info!("idcar stopped");

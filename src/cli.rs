@@ -105,13 +105,13 @@ pub struct GetArgs {
     #[arg(long, env = "IDCAR_SOCKET", default_value = DEFAULT_SOCKET)]
     pub socket: PathBuf,
     /// How many IDs.
-    #[arg(long, short = 'n', default_value_t = 1)]
+    #[arg(long, short = 'n', env = "IDCAR_COUNT", default_value_t = 1)]
     pub count: u64,
     /// Text form (hex, dec, i64); the layout's default when not given.
-    #[arg(long, short = 'f')]
+    #[arg(long, short = 'f', env = "IDCAR_FORMAT")]
     pub format: Option<String>,
     /// Print the server's JSON instead of one ID per line.
-    #[arg(long)]
+    #[arg(long, env = "IDCAR_JSON")]
     pub json: bool,
 }
 
@@ -123,9 +123,9 @@ pub struct DecodeArgs {
     #[arg(long, env = "IDCAR_LAYOUT", default_value = "lable64")]
     pub layout: String,
     /// Text form of the ID (hex, dec, i64); guessed from its shape when not given.
-    #[arg(long, short = 'f')]
+    #[arg(long, short = 'f', env = "IDCAR_FORMAT")]
     pub format: Option<String>,
     /// Print JSON.
-    #[arg(long)]
+    #[arg(long, env = "IDCAR_JSON")]
     pub json: bool,
 }

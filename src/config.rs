@@ -74,6 +74,19 @@ impl ServeConfig {
                 ))
             })?),
         };
+        const HOUR: Duration = Duration::from_secs(3600);
+        for (flag, d) in [
+            ("--lease-horizon", a.lease_horizon),
+            ("--renew-interval", a.renew_interval),
+            ("--max-clock-wait", a.max_clock_wait),
+            ("--request-timeout", a.request_timeout),
+            ("--idle-timeout", a.idle_timeout),
+            ("--shutdown-grace", a.shutdown_grace),
+        ] {
+            if d > HOUR {
+                return usage(format!("{flag} must be at most 1h, got {d:?}"));
+            }
+        }
         if a.renew_interval < Duration::from_millis(10) {
             return usage("--renew-interval must be at least 10ms");
         }
@@ -84,17 +97,35 @@ impl ServeConfig {
                 a.renew_interval, a.lease_horizon
             ));
         }
-        if a.max_batch == 0 || a.max_batch > 1_000_000 {
-            return usage("--max-batch must be between 1 and 1000000");
-        }
-        if a.max_connections == 0 {
-            return usage("--max-connections must be at least 1");
-        }
-        if a.threads == 0 || a.threads > 256 {
-            return usage("--threads must be between 1 and 256");
+        if a.max_clock_wait < a.lease_horizon {
+            return usage(format!(
+                "--max-clock-wait ({:?}) must be at least --lease-horizon ({:?}): after a crash \
+                 the stored mark is up to one horizon ahead, and start-up must be able to wait it out",
+                a.max_clock_wait, a.lease_horizon
+            ));
         }
         if a.request_timeout.is_zero() || a.idle_timeout.is_zero() {
             return usage("--request-timeout and --idle-timeout must be above zero");
+        }
+        let per_second = scheme.ids_per_tick() as f64 * 1e9 / scheme.tick_ns as f64;
+        let servable = per_second * a.request_timeout.as_secs_f64();
+        if a.max_batch == 0 || a.max_batch > 1_000_000 {
+            return usage("--max-batch must be between 1 and 1000000");
+        }
+        if f64::from(a.max_batch) > servable {
+            return usage(format!(
+                "--max-batch {} cannot be served within --request-timeout {:?}: layout {} issues \
+                 at most {per_second:.0} IDs/s per slot",
+                a.max_batch,
+                a.request_timeout,
+                layout.name()
+            ));
+        }
+        if a.max_connections == 0 || a.max_connections > 65_536 {
+            return usage("--max-connections must be between 1 and 65536");
+        }
+        if a.threads == 0 || a.threads > 256 {
+            return usage("--threads must be between 1 and 256");
         }
         Ok(ServeConfig {
             socket: a.socket.clone(),
@@ -167,6 +198,14 @@ mod tests {
                 "--renew-interval",
             ),
             (&["--max-batch", "0"][..], "--max-batch"),
+            (&["--max-batch", "400000"][..], "cannot be served within"),
+            (&["--max-connections", "100000000"][..], "--max-connections"),
+            (&["--renew-interval", "9999999h"][..], "at most 1h"),
+            (&["--request-timeout", "9999999h"][..], "at most 1h"),
+            (
+                &["--lease-horizon", "20s", "--max-clock-wait", "10s"][..],
+                "--max-clock-wait",
+            ),
             (&["--threads", "0"][..], "--threads"),
         ] {
             let e = parse(args).unwrap_err().to_string();

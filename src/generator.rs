@@ -70,8 +70,12 @@ pub struct Generator {
     next_seq: u32,
     /// Whether the wall clock is currently behind `tick` (a regression in progress).
     behind: bool,
-    /// The highest tick issued under the current generation, if any.
+    /// The slot the sequence state belongs to.
+    slot: Option<u32>,
+    /// The highest tick issued for `slot`, if any.
     highest: Option<u64>,
+    /// Set by [`Generator::close`]: no window is installed any more.
+    closed: bool,
     regressions: u64,
     exhausted: u64,
 }
@@ -84,38 +88,64 @@ impl Generator {
             tick: 0,
             next_seq: scheme.seq_max + 1,
             behind: false,
+            slot: None,
             highest: None,
+            closed: false,
             regressions: 0,
             exhausted: 0,
         }
     }
 
-    /// Installs what the lease now allows. A new generation starts over from its floor; the
-    /// same generation only moves the mark (a renewal never lowers it); `None` stops issuing.
+    /// Installs what the lease now allows; `None` stops issuing until a window comes back.
+    ///
+    /// The sequence state belongs to the *slot*, not to one window: when a window for the
+    /// slot already used arrives (a renewal, or the same slot held again after a loss), issuing
+    /// continues from `max(last tick, floor)` and the highest issued tick is kept, so a lease
+    /// that flaps never re-issues a `(tick, seq)` and never under-reports what it issued. A
+    /// renewal in the same generation never lowers the mark. Only a different slot starts
+    /// afresh from its floor. After [`Generator::close`] nothing is installed any more.
     pub fn set_window(&mut self, window: Option<Window>) {
-        match (self.window, window) {
-            (Some(old), Some(new)) if old.generation == new.generation && old.slot == new.slot => {
-                self.window = Some(Window {
-                    mark: old.mark.max(new.mark),
-                    ..old
-                });
+        if self.closed {
+            return;
+        }
+        let Some(new) = window else {
+            self.window = None;
+            return;
+        };
+        let mark = match self.window {
+            Some(old) if old.generation == new.generation && old.slot == new.slot => {
+                old.mark.max(new.mark)
             }
-            (_, Some(new)) => {
-                self.window = Some(new);
+            _ => new.mark,
+        };
+        if self.slot == Some(new.slot) {
+            if new.floor >= self.tick {
                 self.tick = new.floor;
                 self.next_seq = self.scheme.seq_max + 1;
                 self.behind = false;
-                self.highest = None;
             }
-            (_, None) => self.window = None,
+        } else {
+            self.slot = Some(new.slot);
+            self.tick = new.floor;
+            self.next_seq = self.scheme.seq_max + 1;
+            self.behind = false;
+            self.highest = None;
         }
+        self.window = Some(Window { mark, ..new });
+    }
+
+    /// Stops issuing for good and returns the highest tick issued for the current slot.
+    pub fn close(&mut self) -> Option<u64> {
+        self.closed = true;
+        self.window = None;
+        self.highest
     }
 
     pub fn window(&self) -> Option<Window> {
         self.window
     }
 
-    /// The highest tick issued under the current lease generation.
+    /// The highest tick issued for the current slot.
     pub fn highest_issued(&self) -> Option<u64> {
         self.highest
     }
@@ -304,7 +334,7 @@ mod tests {
     }
 
     #[test]
-    fn new_generation_starts_over_from_its_floor() {
+    fn another_slot_starts_over_from_its_floor() {
         let mut g = held(0, 1_000);
         assert!(matches!(g.take(500, 1), Ok(Take::Run(_))));
         assert_eq!(g.highest_issued(), Some(500));
@@ -321,6 +351,55 @@ mod tests {
         assert_eq!((r.tick, r.slot), (601, 9));
         g.set_window(None);
         assert_eq!(g.take(700, 1), Err(Refusal::NoLease));
+    }
+
+    #[test]
+    fn same_slot_again_continues_where_it_was() {
+        let mut g = held(0, 1_000);
+        let Ok(Take::Run(r)) = g.take(500, 10) else {
+            panic!()
+        };
+        assert_eq!((r.tick, r.seq, r.len), (500, 0, 10));
+        // The lease flaps (lost, then held again, even with a new generation and an old floor)
+        // while the clock steps back: no (tick, seq) is issued twice, highest is kept.
+        g.set_window(None);
+        assert_eq!(g.take(400, 1), Err(Refusal::NoLease));
+        assert_eq!(g.highest_issued(), Some(500));
+        g.set_window(Some(Window {
+            slot: 7,
+            floor: 300,
+            mark: 1_000,
+            generation: 2,
+        }));
+        let Ok(Take::Run(r)) = g.take(400, 1) else {
+            panic!()
+        };
+        assert_eq!((r.tick, r.seq), (500, 10));
+        // A floor above the last tick moves the state up to it.
+        g.set_window(Some(Window {
+            slot: 7,
+            floor: 800,
+            mark: 1_000,
+            generation: 3,
+        }));
+        let Ok(Take::Run(r)) = g.take(801, 1) else {
+            panic!()
+        };
+        assert_eq!((r.tick, r.seq), (801, 0));
+    }
+
+    #[test]
+    fn close_is_permanent() {
+        let mut g = held(0, 1_000);
+        assert!(matches!(g.take(500, 1), Ok(Take::Run(_))));
+        assert_eq!(g.close(), Some(500));
+        g.set_window(Some(Window {
+            slot: 7,
+            floor: 0,
+            mark: 2_000,
+            generation: 1,
+        }));
+        assert_eq!(g.take(501, 1), Err(Refusal::NoLease));
     }
 
     #[test]

@@ -11,7 +11,7 @@ use crate::layout::{Layout, Scheme};
 use crate::lease::LeaseState;
 use crate::metrics::Metrics;
 use crate::timer::Timer;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -56,6 +56,8 @@ pub struct Service {
     limits: Limits,
     /// Regressions already copied into the metric.
     regressions_seen: AtomicU64,
+    /// Set once shutdown begins: readiness is false from then on.
+    draining: AtomicBool,
 }
 
 impl Service {
@@ -79,6 +81,7 @@ impl Service {
             lease,
             limits,
             regressions_seen: AtomicU64::new(0),
+            draining: AtomicBool::new(false),
         }))
     }
 
@@ -118,15 +121,24 @@ impl Service {
     }
 
     /// Stops issuing and returns the highest tick issued under the current lease.
+    ///
+    /// Permanent: a lease change arriving afterwards cannot re-open the generator, so the
+    /// returned tick bounds every ID this process issued for its slot.
     pub fn close(&self) -> Option<u64> {
-        let mut g = self.generator();
-        let highest = g.highest_issued();
-        g.set_window(None);
-        highest
+        self.draining.store(true, Ordering::SeqCst);
+        self.generator().close()
+    }
+
+    /// Marks the service as shutting down: readiness turns false at once.
+    pub fn drain(&self) {
+        self.draining.store(true, Ordering::SeqCst);
     }
 
     /// Whether a valid lease is held and its mark is not yet reached.
     pub fn ready(&self) -> Result<(), String> {
+        if self.draining.load(Ordering::SeqCst) {
+            return Err("shutting down".into());
+        }
         match self.generator().window() {
             Some(w) if self.now_tick() <= w.mark => Ok(()),
             Some(_) => Err("lease mark reached and not renewed".into()),
@@ -162,7 +174,8 @@ impl Service {
         }
         self.metrics.batch_size.observe(count as f64);
         let mut left = count as u32;
-        let deadline = Instant::now() + self.limits.max_wait;
+        let now = Instant::now();
+        let deadline = now.checked_add(self.limits.max_wait).unwrap_or(now);
         out.reserve(left as usize * self.layout.width());
         loop {
             let (wait_for, now_ns) = {

@@ -72,7 +72,7 @@ async fn eight_clients_one_million_unique_ids() {
             f.timestamp_ms
         );
     }
-    assert!(idcar.stop().await.success());
+    idcar.stop_ok().await;
 }
 
 /// SIGTERM: the socket file is gone and the state file holds the highest issued timestamp.
@@ -116,7 +116,7 @@ async fn restart_with_future_mark_waits_then_issues_above_it() {
         let id = u64::from_str_radix(line, 16).unwrap();
         assert!(fields(&id.to_be_bytes()).timestamp_ms > mark);
     }
-    assert!(idcar.stop().await.success());
+    idcar.stop_ok().await;
 }
 
 /// A mark further ahead than --max-clock-wait: a clear error and a non-zero exit, at once.
@@ -129,9 +129,15 @@ async fn mark_beyond_the_wait_bound_exits_with_a_clear_error() {
         now_ms() + 3_600_000,
     );
     let started = Instant::now();
-    let out = serve_cmd(dir.path(), "none", &["--max-clock-wait", "1s"])
-        .status()
-        .unwrap();
+    let args = [
+        "--max-clock-wait",
+        "1s",
+        "--lease-horizon",
+        "1s",
+        "--renew-interval",
+        "300ms",
+    ];
+    let out = serve_cmd(dir.path(), "none", &args).status().unwrap();
     assert_eq!(out.code(), Some(1));
     assert!(started.elapsed() < Duration::from_secs(5));
     let log = std::fs::read_to_string(dir.path().join("idcar.log")).unwrap();
@@ -246,7 +252,7 @@ async fn bad_input_gets_clear_errors_and_server_keeps_serving() {
         .unwrap();
     let n: u64 = line.rsplit(' ').next().unwrap().parse().unwrap();
     assert!(n >= 22, "{line}");
-    assert!(idcar.stop().await.success());
+    idcar.stop_ok().await;
 }
 
 /// A stale socket file is replaced; a live one is not taken over; a shared state file is
@@ -311,7 +317,7 @@ async fn admin_endpoints_and_metric_names() {
     ] {
         assert!(m.contains(want), "missing {want:?} in\n{m}");
     }
-    assert!(idcar.stop().await.success());
+    idcar.stop_ok().await;
 }
 
 /// A second signal ends the process at once, even while a request is still open.
@@ -331,9 +337,67 @@ async fn second_signal_exits_at_once() {
     idcar.signal(Signal::SIGTERM);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(idcar.child.try_wait().unwrap().is_none(), "still draining");
+    let (status, body) = idcar.admin_get("/readyz").await;
+    assert_eq!((status, body.trim()), (503, "not ready: shutting down"));
     let t = Instant::now();
     idcar.signal(Signal::SIGTERM);
     let st = idcar.wait_exit(Duration::from_secs(5)).await;
     assert!(t.elapsed() < Duration::from_secs(5));
     assert_eq!(st.code(), Some(130));
+    assert!(
+        !idcar.socket.exists(),
+        "the second signal removes the socket file too"
+    );
+}
+
+/// Binary connections: a pipelined burst is answered in order; an idle one is closed; the
+/// socket file gets the requested mode.
+#[tokio::test]
+async fn pipelining_idle_timeout_and_socket_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    let mut idcar = Idcar::start(&["--idle-timeout", "1s", "--socket-mode", "600"]).await;
+    idcar.wait_ready(Duration::from_secs(10)).await;
+    let mode = std::fs::metadata(&idcar.socket)
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o600);
+
+    let mut b = idcar.binary().await;
+    let mut burst = Vec::new();
+    for i in 0..2_000u32 {
+        idcar::server::frame::encode_get_ids(1 + i % 3, &mut burst);
+    }
+    b.send_raw(&burst).await.unwrap();
+    let mut seen = HashSet::new();
+    for i in 0..2_000u32 {
+        let ids = tokio::time::timeout(Duration::from_secs(30), b.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(ids.len() as u32, 1 + i % 3, "response {i} out of order");
+        for id in ids.iter() {
+            assert!(seen.insert(id.to_vec()));
+        }
+    }
+
+    // A client that sends the magic byte and then nothing is closed after the idle timeout.
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::UnixStream::connect(&idcar.socket)
+        .await
+        .unwrap();
+    s.write_all(&[0xD1]).await.unwrap();
+    let mut buf = [0u8; 16];
+    let t = Instant::now();
+    let n = tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf))
+        .await
+        .unwrap();
+    assert_eq!(n.unwrap_or(0), 0, "closed without an answer");
+    assert!(
+        t.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        t.elapsed()
+    );
+    idcar.stop_ok().await;
 }

@@ -118,7 +118,7 @@ async fn maintain(
                 ahead: wait,
                 max: ctx.cfg.max_clock_wait,
             };
-            ctx.tx.send_replace(LeaseState::Lost {
+            ctx.tx.send_replace(LeaseState::Failed {
                 reason: e.to_string(),
             });
             return Err(e);

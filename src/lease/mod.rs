@@ -22,8 +22,10 @@ pub enum LeaseState {
     Pending { reason: String },
     /// A slot is held and IDs may be issued with ticks in `(floor, mark]`.
     Held(Window),
-    /// The lease was lost and is not (yet) claimed again.
+    /// The lease was lost; the maintainer is trying to claim again.
     Lost { reason: String },
+    /// The lease cannot be held and will not be tried again (the process should exit).
+    Failed { reason: String },
     /// Released on shutdown.
     Released,
 }
@@ -39,7 +41,9 @@ impl LeaseState {
     /// A short human reason for not being ready, or `None` when held.
     pub fn reason(&self) -> Option<&str> {
         match self {
-            LeaseState::Pending { reason } | LeaseState::Lost { reason } => Some(reason),
+            LeaseState::Pending { reason }
+            | LeaseState::Lost { reason }
+            | LeaseState::Failed { reason } => Some(reason),
             LeaseState::Held(_) => None,
             LeaseState::Released => Some("lease released (shutting down)"),
         }

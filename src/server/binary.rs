@@ -8,16 +8,23 @@ use super::frame::{self, FrameError, Request, Status};
 use crate::metrics::{Interface, Outcome};
 use crate::service::Service;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 use tokio_util::sync::CancellationToken;
 
-/// Runs the protocol until the peer closes, a frame cannot be resynchronised, or shutdown.
+/// Responses are written out once this many bytes are pending, even mid-pipeline.
+const FLUSH_AT: usize = 64 * 1024;
+/// Buffers that grew past this during a burst are shrunk back afterwards.
+const KEEP_CAPACITY: usize = 1024 * 1024;
+
+/// Runs the protocol until the peer closes or idles past `idle`, a frame cannot be
+/// resynchronised, a write stalls past `idle`, or shutdown.
 pub async fn serve(
     mut stream: UnixStream,
     first: Vec<u8>,
     svc: Arc<Service>,
+    idle: Duration,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
     let mut rbuf = first;
@@ -46,23 +53,43 @@ pub async fn serve(
                     }
                 }
             }
+            if wbuf.len() >= FLUSH_AT {
+                write(&mut stream, &wbuf, idle).await?;
+                wbuf.clear();
+            }
         }
         rbuf.drain(..used);
         if !wbuf.is_empty() {
-            stream.write_all(&wbuf).await?;
+            write(&mut stream, &wbuf, idle).await?;
             wbuf.clear();
         }
         if close {
             return Ok(());
         }
+        if wbuf.capacity() > KEEP_CAPACITY {
+            wbuf.shrink_to(4096);
+        }
+        if rbuf.capacity() > KEEP_CAPACITY {
+            rbuf.shrink_to(4096);
+        }
         let n = tokio::select! {
-            r = stream.read_buf(&mut rbuf) => r?,
+            r = tokio::time::timeout(idle, stream.read_buf(&mut rbuf)) => match r {
+                Ok(r) => r?,
+                Err(_) => return Ok(()),
+            },
             _ = shutdown.cancelled() => return Ok(()),
         };
         if n == 0 {
             return Ok(());
         }
     }
+}
+
+/// Writes `buf`, giving up when the peer does not read for `idle`.
+async fn write(stream: &mut UnixStream, buf: &[u8], idle: Duration) -> std::io::Result<()> {
+    tokio::time::timeout(idle, stream.write_all(buf))
+        .await
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "peer stopped reading"))?
 }
 
 async fn answer(svc: &Service, req: Request, out: &mut Vec<u8>) {

@@ -31,7 +31,8 @@ use tokio_util::task::TaskTracker;
 pub struct ConnLimits {
     /// Connections beyond this wait in the listen backlog.
     pub max_connections: usize,
-    /// How long a connection may take to send its first byte or an HTTP request's headers.
+    /// How long a connection may sit idle: before its first byte, between binary frames,
+    /// while sending HTTP headers, or not reading a response.
     pub idle_timeout: Duration,
     /// How long shutdown waits for open connections.
     pub grace: Duration,
@@ -131,7 +132,9 @@ async fn connection(
         .with_label_values(&[interface.label()]);
     gauge.inc();
     let result = match interface {
-        Interface::Binary => binary::serve(stream, first.to_vec(), svc, shutdown).await,
+        Interface::Binary => {
+            binary::serve(stream, first.to_vec(), svc, limits.idle_timeout, shutdown).await
+        }
         Interface::Http => {
             let io = prefixed::Prefixed::new(first.to_vec(), stream);
             serve_http(io, svc, limits.idle_timeout, shutdown, http::handle).await

@@ -55,13 +55,20 @@ pub fn bind(path: &Path, mode: u32) -> Result<(UnixListener, SocketFile), BindEr
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(io(e)),
     }
-    let listener = UnixListener::bind(path).map_err(io)?;
-    let file = SocketFile(path.to_owned());
-    // Nothing has been accepted yet, so no client was served under the default mode.
-    if let Err(e) = std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)) {
-        file.remove();
+    // Bind under a temporary name, set the mode, then rename into place: no client can reach
+    // the socket before its permissions are final.
+    let mut tmp_name = path.file_name().unwrap_or_default().to_owned();
+    tmp_name.push(format!(".{}", std::process::id()));
+    let tmp = path.with_file_name(tmp_name);
+    let _ = std::fs::remove_file(&tmp);
+    let listener = UnixListener::bind(&tmp).map_err(io)?;
+    let placed = std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if let Err(e) = placed {
+        let _ = std::fs::remove_file(&tmp);
         return Err(io(e));
     }
+    let file = SocketFile(path.to_owned());
     Ok((listener, file))
 }
 

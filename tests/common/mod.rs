@@ -158,6 +158,16 @@ impl Idcar {
         self.wait_exit(Duration::from_secs(20)).await
     }
 
+    /// SIGTERM, and assert a clean exit (showing idcar's log when not).
+    pub async fn stop_ok(&mut self) {
+        let st = self.stop().await;
+        assert!(
+            st.success(),
+            "idcar exited with {st:?}; its log:\n{}",
+            self.logs()
+        );
+    }
+
     /// The stored mark for `key` in the state file.
     pub fn stored_mark(&self, key: &str) -> Option<u64> {
         let text = std::fs::read_to_string(&self.state).ok()?;
