@@ -1,11 +1,12 @@
 //! What each subcommand does: `serve` (start-up, the run, one place for shutdown), `get`
 //! and `decode`.
 
-use crate::cli::{Cli, Command, DecodeArgs, GetArgs};
-use crate::clock::{Clock, SystemClock};
-use crate::config::{ServeConfig, UsageError};
+use crate::cli::{Cli, Command, DecodeArgs, GetArgs, PoolArgs};
+use crate::clock::{Clock, SkewedClock, SystemClock};
+use crate::config::{self, LeaseSource, ServeConfig, UsageError};
 use crate::layout::{self, LayoutParams, TextForm};
 use crate::lease::local::{self, LocalConfig};
+use crate::lease::zk::{self, ZkConfig};
 use crate::metrics::Metrics;
 use crate::server;
 use crate::service::Service;
@@ -13,6 +14,7 @@ use anyhow::Context;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio_util::sync::CancellationToken;
 
@@ -35,6 +37,11 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             .context("cannot start the async runtime")?
             .block_on(get(a)),
         Command::Decode(a) => decode(a),
+        Command::Pool(a) => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("cannot start the async runtime")?
+            .block_on(pool(a)),
     }
 }
 
@@ -66,21 +73,50 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
     watch_signals(shutdown.clone(), cfg.socket.clone())?;
     let scheme = cfg.layout.scheme();
     let metrics = Arc::new(Metrics::new(cfg.layout.name(), cfg.cluster));
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let lease = local::start(
-        LocalConfig {
-            state_file: cfg.state_file.clone(),
-            key: cfg.mark_key(),
-            slot: cfg.generator_id,
-            horizon: cfg.horizon,
-            renew_every: cfg.renew_every,
-            max_clock_wait: cfg.max_clock_wait,
-        },
-        scheme,
-        clock.clone(),
-        metrics.clone(),
-    )
-    .context("cannot take the static lease")?;
+    let clock: Arc<dyn Clock> = match cfg.clock_skew_ns {
+        0 => Arc::new(SystemClock),
+        skew_ns => {
+            tracing::warn!(
+                skew_ms = skew_ns / 1_000_000,
+                "testing aid: the host clock is simulated off by --clock-skew"
+            );
+            Arc::new(SkewedClock { skew_ns })
+        }
+    };
+    let lease = match &cfg.lease {
+        LeaseSource::Static { slot, state_file } => local::start(
+            LocalConfig {
+                state_file: state_file.clone(),
+                key: cfg.mark_key(*slot),
+                slot: *slot,
+                horizon: cfg.horizon,
+                renew_every: cfg.renew_every,
+                max_clock_wait: cfg.max_clock_wait,
+            },
+            scheme,
+            clock.clone(),
+            metrics.clone(),
+        )
+        .context("cannot take the static lease")?,
+        LeaseSource::Zk(z) => zk::start(
+            ZkConfig {
+                connect: z.connect.clone(),
+                root: z.root.clone(),
+                layout: cfg.layout.name(),
+                cluster: cfg.cluster,
+                pool_size: z.pool_size,
+                prefer: z.prefer,
+                session_timeout: z.session_timeout,
+                horizon: cfg.horizon,
+                renew_every: cfg.renew_every,
+                max_clock_wait: cfg.max_clock_wait,
+                auth: z.auth.clone(),
+            },
+            scheme,
+            clock.clone(),
+            metrics.clone(),
+        ),
+    };
     let layout_name = cfg.layout.name();
     let svc = Service::new(cfg.layout, clock, metrics, lease.subscribe(), cfg.limits)
         .context("cannot start the timer thread")?;
@@ -101,7 +137,10 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
         admin = ?admin.as_ref().and_then(|l| l.local_addr().ok()),
         layout = layout_name,
         cluster = cfg.cluster,
-        generator = cfg.generator_id,
+        lease = %match &cfg.lease {
+            LeaseSource::Static { slot, .. } => format!("static slot {slot}"),
+            LeaseSource::Zk(z) => format!("zookeeper {} (pool of {})", z.connect, z.pool_size),
+        },
         "idcar serving"
     );
     // The admin listener outlives the drain (readiness turns false at once) and stops last.
@@ -178,6 +217,34 @@ async fn get(a: GetArgs) -> anyhow::Result<ExitCode> {
         );
         Ok(ExitCode::from(if r.status == 400 { 2 } else { 1 }))
     }
+}
+
+async fn pool(a: PoolArgs) -> anyhow::Result<ExitCode> {
+    let (root, auth) = config::zk_settings(&a.zk, &a.zk_args)?;
+    let layout = layout::by_name(&a.layout, LayoutParams::default())
+        .map_err(|e| UsageError(format!("--layout: {e}")))?;
+    let client = tokio::time::timeout(
+        a.zk_args.zk_session_timeout + Duration::from_secs(5),
+        zk::connect(&a.zk, a.zk_args.zk_session_timeout, auth.as_deref()),
+    )
+    .await
+    .map_err(|_| anyhow::anyhow!("timed out connecting to ZooKeeper at {}", a.zk))?
+    .with_context(|| format!("cannot connect to ZooKeeper at {}", a.zk))?;
+    let reports = zk::pool::report(
+        &client,
+        &root,
+        layout.name(),
+        a.cluster_id,
+        layout.scheme().slots,
+    )
+    .await
+    .context("cannot read the pool")?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&reports)?);
+    } else {
+        print!("{}", zk::pool::render(&reports));
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn decode(a: DecodeArgs) -> anyhow::Result<ExitCode> {

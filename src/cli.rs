@@ -22,7 +22,12 @@ pub struct Cli {
     #[arg(long, env = "IDCAR_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
     pub log_format: LogFormat,
     /// Log filter in tracing's EnvFilter syntax, e.g. `info` or `idcar=debug,warn`.
-    #[arg(long, env = "IDCAR_LOG", default_value = "info", global = true)]
+    #[arg(
+        long,
+        env = "IDCAR_LOG",
+        default_value = "info,zookeeper_client=warn",
+        global = true
+    )]
     pub log: String,
 }
 
@@ -35,15 +40,39 @@ pub enum LogFormat {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve IDs on a Unix socket.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Ask a running idcar for IDs and print them, one per line.
     Get(GetArgs),
     /// Print the fields of an ID.
     Decode(DecodeArgs),
+    /// Show who holds which slot in ZooKeeper, each slot's mark, free slots and waiters.
+    Pool(PoolArgs),
+}
+
+/// ZooKeeper connection flags, shared by `serve` and `pool`.
+#[derive(Debug, Args, Clone)]
+pub struct ZkArgs {
+    /// Root of idcar's tree in ZooKeeper.
+    #[arg(long, env = "IDCAR_ZK_ROOT", default_value = "/idcar")]
+    pub zk_root: String,
+    /// ZooKeeper session timeout (the server may adjust it to its min/max).
+    #[arg(long, env = "IDCAR_ZK_SESSION_TIMEOUT", default_value = "6s", value_parser = duration)]
+    pub zk_session_timeout: Duration,
+    /// Digest authentication as `user:password`; znodes idcar creates are then creator-only.
+    #[arg(long, env = "IDCAR_ZK_AUTH", hide_env_values = true)]
+    pub zk_auth: Option<String>,
 }
 
 pub(crate) fn duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 500ms, 3s, 1m)"))
+}
+
+/// A duration with an optional leading `-`, in nanoseconds.
+pub(crate) fn signed_duration(s: &str) -> Result<i64, String> {
+    let (neg, rest) = s.strip_prefix('-').map_or((false, s), |r| (true, r));
+    let d = duration(rest)?;
+    let ns = i64::try_from(d.as_nanos()).map_err(|_| "too large".to_string())?;
+    Ok(if neg { -ns } else { ns })
 }
 
 #[derive(Debug, Args)]
@@ -63,11 +92,22 @@ pub struct ServeArgs {
     /// Cluster ID (static; 0-15 for lable64).
     #[arg(long, env = "IDCAR_CLUSTER_ID", default_value_t = 0)]
     pub cluster_id: u8,
-    /// Generator ID (slot) to use without ZooKeeper.
-    #[arg(long, env = "IDCAR_GENERATOR_ID", default_value_t = 0)]
-    pub generator_id: u32,
+    /// Generator ID (slot): the static slot without ZooKeeper (default 0); with --zk, the slot
+    /// to take when it is free.
+    #[arg(long, env = "IDCAR_GENERATOR_ID")]
+    pub generator_id: Option<u32>,
+    /// ZooKeeper connect string (`host:port[,host:port...][/chroot]`): negotiate the slot
+    /// there instead of using a static one.
+    #[arg(long, env = "IDCAR_ZK")]
+    pub zk: Option<String>,
+    #[command(flatten)]
+    pub zk_args: ZkArgs,
+    /// With --zk: negotiate only slots 0..N (default: the layout's whole pool), e.g. to keep
+    /// the rest for static instances.
+    #[arg(long, env = "IDCAR_POOL_SIZE")]
+    pub pool_size: Option<u32>,
     /// State file holding the static slot's time mark (survives restarts; keep it on a
-    /// volume that outlives the process).
+    /// volume that outlives the process). Not used with --zk.
     #[arg(long, env = "IDCAR_STATE_FILE", default_value = "idcar.state")]
     pub state_file: PathBuf,
     /// How far ahead of the clock each lease time mark reaches.
@@ -94,6 +134,9 @@ pub struct ServeArgs {
     /// How long shutdown waits for in-flight requests.
     #[arg(long, env = "IDCAR_SHUTDOWN_GRACE", default_value = "10s", value_parser = duration)]
     pub shutdown_grace: Duration,
+    /// Testing aid: pretend the host clock is off by this much (e.g. `3s`, `-2s`).
+    #[arg(long, env = "IDCAR_CLOCK_SKEW", hide = true, allow_hyphen_values = true, value_parser = signed_duration)]
+    pub clock_skew: Option<i64>,
     /// Worker threads of the async runtime.
     #[arg(long, env = "IDCAR_THREADS", default_value_t = 2)]
     pub threads: usize,
@@ -111,6 +154,24 @@ pub struct GetArgs {
     #[arg(long, short = 'f', env = "IDCAR_FORMAT")]
     pub format: Option<String>,
     /// Print the server's JSON instead of one ID per line.
+    #[arg(long, env = "IDCAR_JSON")]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PoolArgs {
+    /// ZooKeeper connect string.
+    #[arg(long, env = "IDCAR_ZK")]
+    pub zk: String,
+    #[command(flatten)]
+    pub zk_args: ZkArgs,
+    /// Layout whose pool to show.
+    #[arg(long, env = "IDCAR_LAYOUT", default_value = "lable64")]
+    pub layout: String,
+    /// Only this cluster (default: every cluster found).
+    #[arg(long, env = "IDCAR_CLUSTER_ID")]
+    pub cluster_id: Option<u8>,
+    /// Print JSON.
     #[arg(long, env = "IDCAR_JSON")]
     pub json: bool,
 }

@@ -25,6 +25,20 @@ impl Clock for SystemClock {
     }
 }
 
+/// The host's clock shifted by a fixed offset: simulates a host whose clock is off (a testing
+/// aid behind the hidden `--clock-skew` flag; never useful in production).
+#[derive(Debug, Clone, Copy)]
+pub struct SkewedClock {
+    pub skew_ns: i64,
+}
+
+impl Clock for SkewedClock {
+    fn now_unix_ns(&self) -> u64 {
+        let now = SystemClock.now_unix_ns();
+        now.saturating_add_signed(self.skew_ns)
+    }
+}
+
 /// A clock that only moves when told to.
 #[derive(Debug, Default)]
 pub struct ManualClock(AtomicU64);

@@ -1,7 +1,7 @@
 //! Validated configuration: raw [`crate::cli`] arguments turned into typed values, with every
 //! inconsistency reported as a [`UsageError`] (exit code 2) before anything starts.
 
-use crate::cli::ServeArgs;
+use crate::cli::{ServeArgs, ZkArgs};
 use crate::layout::{self, Layout, LayoutParams};
 use crate::server::ConnLimits;
 use crate::service::Limits;
@@ -26,14 +26,61 @@ pub struct ServeConfig {
     pub admin_addr: Option<SocketAddr>,
     pub layout: Box<dyn Layout>,
     pub cluster: u8,
-    pub generator_id: u32,
-    pub state_file: PathBuf,
+    /// Where the slot comes from.
+    pub lease: LeaseSource,
     pub horizon: Duration,
     pub renew_every: Duration,
     pub max_clock_wait: Duration,
     pub limits: Limits,
     pub conn: ConnLimits,
     pub threads: usize,
+    /// Testing aid: offset of the simulated host clock, in nanoseconds.
+    pub clock_skew_ns: i64,
+}
+
+/// Where the slot comes from.
+#[derive(Debug, Clone)]
+pub enum LeaseSource {
+    /// A slot given on the command line, its mark in a state file.
+    Static { slot: u32, state_file: PathBuf },
+    /// A slot negotiated in ZooKeeper.
+    Zk(ZkSettings),
+}
+
+/// Checked ZooKeeper settings.
+#[derive(Debug, Clone)]
+pub struct ZkSettings {
+    pub connect: String,
+    pub root: String,
+    pub session_timeout: Duration,
+    pub auth: Option<String>,
+    pub pool_size: u32,
+    pub prefer: Option<u32>,
+}
+
+/// Checks the ZooKeeper flags shared by `serve` and `pool`.
+pub fn zk_settings(connect: &str, z: &ZkArgs) -> Result<(String, Option<String>), UsageError> {
+    if connect.trim().is_empty() {
+        return usage("--zk: empty connect string (expected host:port[,host:port...][/chroot])");
+    }
+    let root = z.zk_root.trim_end_matches('/');
+    if !root.starts_with('/') || root.split('/').skip(1).any(str::is_empty) {
+        return usage(format!(
+            "--zk-root {:?}: expected an absolute path such as /idcar",
+            z.zk_root
+        ));
+    }
+    if z.zk_session_timeout < Duration::from_millis(400)
+        || z.zk_session_timeout > Duration::from_secs(600)
+    {
+        return usage("--zk-session-timeout must be between 400ms and 10m");
+    }
+    if let Some(a) = &z.zk_auth {
+        if !a.contains(':') || a.starts_with(':') {
+            return usage("--zk-auth: expected user:password");
+        }
+    }
+    Ok((root.to_string(), z.zk_auth.clone()))
 }
 
 /// Parses an octal file mode such as `660` or `0o600`.
@@ -57,15 +104,50 @@ impl ServeConfig {
         )
         .map_err(|e| UsageError(format!("--layout/--cluster-id: {e}")))?;
         let scheme = layout.scheme();
-        if a.generator_id >= scheme.slots {
+        if let Some(g) = a.generator_id.filter(|g| *g >= scheme.slots) {
             return usage(format!(
-                "--generator-id {} is out of range: layout {} has {} generator IDs (0-{})",
-                a.generator_id,
+                "--generator-id {g} is out of range: layout {} has {} generator IDs (0-{})",
                 layout.name(),
                 scheme.slots,
                 scheme.slots - 1
             ));
         }
+        let lease = match &a.zk {
+            None => {
+                if a.pool_size.is_some() {
+                    return usage("--pool-size needs --zk");
+                }
+                LeaseSource::Static {
+                    slot: a.generator_id.unwrap_or(0),
+                    state_file: a.state_file.clone(),
+                }
+            }
+            Some(connect) => {
+                let (root, auth) = zk_settings(connect, &a.zk_args)?;
+                let pool_size = a.pool_size.unwrap_or(scheme.slots);
+                if pool_size == 0 || pool_size > scheme.slots {
+                    return usage(format!(
+                        "--pool-size must be between 1 and {} for layout {}",
+                        scheme.slots,
+                        layout.name()
+                    ));
+                }
+                if let Some(g) = a.generator_id.filter(|g| *g >= pool_size) {
+                    return usage(format!(
+                        "--generator-id {g} is outside the negotiated pool 0-{}",
+                        pool_size - 1
+                    ));
+                }
+                LeaseSource::Zk(ZkSettings {
+                    connect: connect.clone(),
+                    root,
+                    session_timeout: a.zk_args.zk_session_timeout,
+                    auth,
+                    pool_size,
+                    prefer: a.generator_id,
+                })
+            }
+        };
         let admin_addr = match a.admin_addr.as_str() {
             "none" | "off" | "" => None,
             s => Some(s.parse().map_err(|_| {
@@ -132,8 +214,7 @@ impl ServeConfig {
             socket_mode: mode(&a.socket_mode)?,
             admin_addr,
             cluster: a.cluster_id,
-            generator_id: a.generator_id,
-            state_file: a.state_file.clone(),
+            lease,
             horizon: a.lease_horizon,
             renew_every: a.renew_interval,
             max_clock_wait: a.max_clock_wait,
@@ -147,18 +228,15 @@ impl ServeConfig {
                 grace: a.shutdown_grace,
             },
             threads: a.threads,
+            clock_skew_ns: a.clock_skew.unwrap_or(0),
             layout,
         })
     }
 
-    /// The key of this slot's mark: `layout/cluster/slot`, the same shape as ZooKeeper paths.
-    pub fn mark_key(&self) -> String {
-        format!(
-            "{}/{}/{}",
-            self.layout.name(),
-            self.cluster,
-            self.generator_id
-        )
+    /// The key of a static slot's mark in the state file: `layout/cluster/slot`, the same
+    /// shape as ZooKeeper paths.
+    pub fn mark_key(&self, slot: u32) -> String {
+        format!("{}/{}/{slot}", self.layout.name(), self.cluster)
     }
 }
 
@@ -181,7 +259,24 @@ mod tests {
     fn defaults_are_valid() {
         let c = parse(&[]).unwrap();
         assert_eq!(c.socket_mode, 0o660);
-        assert_eq!(c.mark_key(), "lable64/0/0");
+        assert_eq!(c.mark_key(0), "lable64/0/0");
+        assert!(matches!(c.lease, LeaseSource::Static { slot: 0, .. }));
+        let z = parse(&[
+            "--zk",
+            "127.0.0.1:2181",
+            "--generator-id",
+            "5",
+            "--pool-size",
+            "8",
+        ])
+        .unwrap();
+        let LeaseSource::Zk(z) = z.lease else {
+            panic!()
+        };
+        assert_eq!(
+            (z.pool_size, z.prefer, z.root.as_str()),
+            (8, Some(5), "/idcar")
+        );
         assert!(c.admin_addr.is_some());
     }
 

@@ -26,6 +26,13 @@ pub struct Window {
     pub generation: u64,
 }
 
+/// The highest tick issued for a slot: what a lease writes its mark down to on release.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Issued {
+    pub slot: u32,
+    pub tick: u64,
+}
+
 /// Why no ID can be issued now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
@@ -134,11 +141,14 @@ impl Generator {
         self.window = Some(Window { mark, ..new });
     }
 
-    /// Stops issuing for good and returns the highest tick issued for the current slot.
-    pub fn close(&mut self) -> Option<u64> {
+    /// Stops issuing for good and returns the highest tick issued, with its slot.
+    pub fn close(&mut self) -> Option<Issued> {
         self.closed = true;
         self.window = None;
-        self.highest
+        Some(Issued {
+            slot: self.slot?,
+            tick: self.highest?,
+        })
     }
 
     pub fn window(&self) -> Option<Window> {
@@ -392,7 +402,7 @@ mod tests {
     fn close_is_permanent() {
         let mut g = held(0, 1_000);
         assert!(matches!(g.take(500, 1), Ok(Take::Run(_))));
-        assert_eq!(g.close(), Some(500));
+        assert_eq!(g.close(), Some(Issued { slot: 7, tick: 500 }));
         g.set_window(Some(Window {
             slot: 7,
             floor: 0,

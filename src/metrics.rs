@@ -73,7 +73,33 @@ pub struct Metrics {
     pub lease_renewals: IntCounterVec,
     pub lease_mark_wait_seconds: Histogram,
     pub connections: IntGaugeVec,
+    /// Slots this instance may negotiate (ZooKeeper mode).
+    pub pool_size: IntGauge,
+    /// Slots held in this cluster, by anyone (from a watch on `slots/`).
+    pub pool_held: IntGauge,
+    /// Contenders queued for a slot in this cluster (children of `queue/`).
+    pub pool_waiting: IntGauge,
+    /// 1 while this instance waits at the head of the queue with every slot held.
+    pub pool_exhausted: IntGauge,
+    pub lease_claims: IntCounter,
+    pub lease_losses: IntCounterVec,
+    pub lease_claim_seconds: Histogram,
+    pub lease_renewal_seconds: Histogram,
+    pub zk_session_state: IntGaugeVec,
+    pub zk_reconnects: IntCounter,
 }
+
+/// The ZooKeeper session states reported by `idcar_zk_session_state{state}`.
+pub const SESSION_STATES: [&str; 5] = [
+    "connected",
+    "disconnected",
+    "expired",
+    "closed",
+    "auth_failed",
+];
+
+/// Why a lease was lost, as counted in `idcar_lease_losses_total{reason}`.
+pub const LOSS_REASONS: [&str; 3] = ["expired", "stolen", "unreachable"];
 
 fn reg<T: prometheus::core::Collector + Clone + 'static>(r: &Registry, m: T) -> T {
     r.register(Box::new(m.clone()))
@@ -228,8 +254,89 @@ impl Metrics {
                 )
                 .unwrap(),
             ),
+            pool_size: reg(
+                &r,
+                IntGauge::new("idcar_pool_size", "Slots this instance may claim in its cluster").unwrap(),
+            ),
+            pool_held: reg(
+                &r,
+                IntGauge::new(
+                    "idcar_pool_slots_held",
+                    "Slots held in this cluster by any instance (ZooKeeper mode)",
+                )
+                .unwrap(),
+            ),
+            pool_waiting: reg(
+                &r,
+                IntGauge::new(
+                    "idcar_pool_contenders_waiting",
+                    "Instances queued for a slot in this cluster (ZooKeeper mode)",
+                )
+                .unwrap(),
+            ),
+            pool_exhausted: reg(
+                &r,
+                IntGauge::new(
+                    "idcar_pool_exhausted",
+                    "1 while this instance waits for a slot because every slot is held",
+                )
+                .unwrap(),
+            ),
+            lease_claims: reg(
+                &r,
+                IntCounter::new("idcar_lease_claims_total", "Slots claimed").unwrap(),
+            ),
+            lease_losses: reg(
+                &r,
+                IntCounterVec::new(
+                    Opts::new("idcar_lease_losses_total", "Leases lost, by reason"),
+                    &["reason"],
+                )
+                .unwrap(),
+            ),
+            lease_claim_seconds: reg(
+                &r,
+                Histogram::with_opts(
+                    HistogramOpts::new(
+                        "idcar_lease_claim_duration_seconds",
+                        "Time from joining the queue to holding a slot node",
+                    )
+                    .buckets(vec![0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0, 60.0]),
+                )
+                .unwrap(),
+            ),
+            lease_renewal_seconds: reg(
+                &r,
+                Histogram::with_opts(
+                    HistogramOpts::new(
+                        "idcar_lease_renewal_duration_seconds",
+                        "Time taken by one write of the lease's time mark",
+                    )
+                    .buckets(vec![0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0, 5.0]),
+                )
+                .unwrap(),
+            ),
+            zk_session_state: reg(
+                &r,
+                IntGaugeVec::new(
+                    Opts::new("idcar_zk_session_state", "1 for the ZooKeeper session's current state"),
+                    &["state"],
+                )
+                .unwrap(),
+            ),
+            zk_reconnects: reg(
+                &r,
+                IntCounter::new(
+                    "idcar_zk_reconnects_total",
+                    "ZooKeeper reconnections: a session resumed after a disconnect, or a new session",
+                )
+                .unwrap(),
+            ),
             registry: r,
         };
+        for reason in LOSS_REASONS {
+            m.lease_losses.with_label_values(&[reason]);
+        }
         m.lease_slot.set(-1);
         for i in Interface::ALL {
             m.connections.with_label_values(&[i.label()]);
@@ -238,6 +345,15 @@ impl Metrics {
             m.lease_renewals.with_label_values(&[result]);
         }
         m
+    }
+
+    /// Sets `idcar_zk_session_state` to `state` (one of [`SESSION_STATES`]).
+    pub fn session_state(&self, state: &str) {
+        for s in SESSION_STATES {
+            self.zk_session_state
+                .with_label_values(&[s])
+                .set(i64::from(s == state));
+        }
     }
 
     /// Records one finished request.

@@ -6,7 +6,7 @@
 //! the request timeout.
 
 use crate::clock::Clock;
-use crate::generator::{Generator, Refusal, Take};
+use crate::generator::{Generator, Issued, Refusal, Take};
 use crate::layout::{Layout, Scheme};
 use crate::lease::LeaseState;
 use crate::metrics::Metrics;
@@ -120,11 +120,11 @@ impl Service {
         }
     }
 
-    /// Stops issuing and returns the highest tick issued under the current lease.
+    /// Stops issuing and returns the highest tick issued, with its slot.
     ///
     /// Permanent: a lease change arriving afterwards cannot re-open the generator, so the
     /// returned tick bounds every ID this process issued for its slot.
-    pub fn close(&self) -> Option<u64> {
+    pub fn close(&self) -> Option<Issued> {
         self.draining.store(true, Ordering::SeqCst);
         self.generator().close()
     }
@@ -308,7 +308,13 @@ mod tests {
             svc.issue(1, &mut out).await,
             Err(IssueError::Refused(Refusal::MarkReached { mark: 2_000 }))
         );
-        assert_eq!(svc.close(), Some(1_000));
+        assert_eq!(
+            svc.close(),
+            Some(Issued {
+                slot: 5,
+                tick: 1_000
+            })
+        );
     }
 
     #[tokio::test]

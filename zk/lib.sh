@@ -31,6 +31,8 @@ dataDir=$dir/data
 clientPort=$port
 clientPortAddress=127.0.0.1
 4lw.commands.whitelist=*
+# All local contenders share 127.0.0.1; ZooKeeper's default allows 60 connections per IP.
+maxClientCnxns=1000
 admin.enableServer=false
 extendedTypesEnabled=true
 $servers
@@ -59,7 +61,8 @@ zk_start() {
 zk_wait() {
   local port=$1 limit=${2:-20} i
   for ((i = 0; i < limit * 10; i++)); do
-    if out=$( (exec 3<>"/dev/tcp/127.0.0.1/$port" && printf srvr >&3 && cat <&3) 2>/dev/null) &&
+    # Each probe is bounded: a server still starting may accept and never answer.
+    if out=$(timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$port && printf srvr >&3 && cat <&3" 2>/dev/null) &&
       grep -q '^Mode:' <<<"$out"; then
       grep '^Mode:' <<<"$out"
       return 0

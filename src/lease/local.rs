@@ -8,7 +8,7 @@
 //! release) costs at most one horizon of waiting on the next start.
 
 use super::statefile::StateFile;
-use super::{LeaseError, LeaseHandle, LeaseState, Window};
+use super::{Issued, LeaseError, LeaseHandle, LeaseState, Window};
 use crate::clock::Clock;
 use crate::layout::Scheme;
 use crate::metrics::Metrics;
@@ -102,7 +102,7 @@ pub fn start(
 async fn maintain(
     ctx: Ctx,
     floor: u64,
-    mut release: oneshot::Receiver<Option<u64>>,
+    mut release: oneshot::Receiver<Option<Issued>>,
 ) -> Result<(), LeaseError> {
     // Wait until the clock has passed the stored mark; the bound was checked in `start`, and
     // re-checked here in case the clock moves back while we wait.
@@ -184,9 +184,9 @@ async fn maintain(
     }
 }
 
-async fn release_now(ctx: &Ctx, floor: u64, highest: Option<u64>) -> Result<(), LeaseError> {
+async fn release_now(ctx: &Ctx, floor: u64, highest: Option<Issued>) -> Result<(), LeaseError> {
     ctx.tx.send_replace(LeaseState::Released);
-    let down = highest.unwrap_or(floor).max(floor);
+    let down = super::mark_down(ctx.cfg.slot, floor, highest);
     ctx.write(down).await?;
     tracing::info!(
         mark = down,
@@ -237,7 +237,13 @@ mod tests {
         let mut rx = lease.subscribe();
         let w = held(&mut rx).await;
         assert_eq!((w.floor, w.mark), (0, 1_000 + 3_000));
-        lease.release(Some(1_234)).await.unwrap();
+        lease
+            .release(Some(Issued {
+                slot: 0,
+                tick: 1_234,
+            }))
+            .await
+            .unwrap();
         let f = StateFile::open(&cfg.state_file).unwrap();
         assert_eq!(f.read("lable64/0/0").unwrap(), Some(1_234));
     }

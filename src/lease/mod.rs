@@ -5,13 +5,22 @@
 //! that channel and installs each [`Window`] in the generator. [`LeaseHandle::release`] hands
 //! the task the highest tick issued so it can write the mark down before letting go.
 //!
-//! Implementations: [`local`] (a static slot with its mark in a state file); the ZooKeeper
-//! negotiator implements the same shape.
+//! Implementations: [`local`] (a static slot with its mark in a state file) and [`zk`] (a slot
+//! negotiated in ZooKeeper, its mark in a znode).
+
+/// The mark to write on release: the highest tick issued for `slot`, never below `floor`.
+pub(crate) fn mark_down(slot: u32, floor: u64, highest: Option<Issued>) -> u64 {
+    match highest {
+        Some(h) if h.slot == slot => h.tick.max(floor),
+        _ => floor,
+    }
+}
 
 pub mod local;
 mod statefile;
+pub mod zk;
 
-pub use crate::generator::Window;
+pub use crate::generator::{Issued, Window};
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
@@ -73,14 +82,14 @@ pub enum LeaseError {
 #[derive(Debug)]
 pub struct LeaseHandle {
     state: watch::Receiver<LeaseState>,
-    release: oneshot::Sender<Option<u64>>,
+    release: oneshot::Sender<Option<Issued>>,
     task: JoinHandle<Result<(), LeaseError>>,
 }
 
 impl LeaseHandle {
     pub(crate) fn new(
         state: watch::Receiver<LeaseState>,
-        release: oneshot::Sender<Option<u64>>,
+        release: oneshot::Sender<Option<Issued>>,
         task: JoinHandle<Result<(), LeaseError>>,
     ) -> LeaseHandle {
         LeaseHandle {
@@ -95,9 +104,9 @@ impl LeaseHandle {
         self.state.clone()
     }
 
-    /// Lets the lease go: writes the mark down to `highest_issued` (or keeps the claimed
-    /// floor when nothing was issued) and ends the maintainer task.
-    pub async fn release(self, highest_issued: Option<u64>) -> Result<(), LeaseError> {
+    /// Lets the lease go: writes the mark down to the highest tick issued for the slot held
+    /// (never below the floor it claimed) and ends the maintainer task.
+    pub async fn release(self, highest_issued: Option<Issued>) -> Result<(), LeaseError> {
         // The task may have ended already (its error is then what `await` returns).
         let _ = self.release.send(highest_issued);
         self.task

@@ -1,6 +1,9 @@
 //! Test harness: runs the real `idcar` binary in a temporary directory and talks to it.
 #![allow(dead_code)]
 
+pub mod proxy;
+pub mod zk;
+
 use idcar::client::{BinaryClient, HttpClient};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -74,7 +77,14 @@ impl Idcar {
             dir,
         };
         let deadline = Instant::now() + Duration::from_secs(10);
+        let mut i = i;
         while tokio::net::UnixStream::connect(&i.socket).await.is_err() {
+            if let Ok(Some(st)) = i.child.try_wait() {
+                panic!(
+                    "idcar exited ({st:?}) before opening its socket: {}",
+                    i.logs()
+                );
+            }
             assert!(
                 Instant::now() < deadline,
                 "idcar did not open its socket: {}",
@@ -114,6 +124,24 @@ impl Idcar {
             .map(|(_, b)| b.to_string())
             .unwrap_or_default();
         (status, body)
+    }
+
+    /// The value of the first sample of `name` (with its labels, e.g. `x{a="b"}`) in /metrics.
+    pub async fn metric(&self, name: &str) -> Option<f64> {
+        let (_, body) = self.admin_get("/metrics").await;
+        body.lines()
+            .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+    }
+
+    /// Takes `n` IDs (binary protocol, one request) as u64s.
+    pub async fn take(&self, n: u32) -> Result<Vec<u64>, idcar::client::ClientError> {
+        let mut b = self.binary().await;
+        let ids = b.ids(n).await?;
+        Ok(ids
+            .iter()
+            .map(|id| u64::from_be_bytes(id.try_into().unwrap()))
+            .collect())
     }
 
     /// Waits (at most `limit`) until /readyz answers 200.

@@ -1,0 +1,204 @@
+//! Claiming a slot: queue up (no herd), then, at the head of the queue, take a free slot.
+//!
+//! - Create `queue/claim-<seq>` (ephemeral sequential) and wait until it is the lowest,
+//!   watching only the next-lower node.
+//! - As head: list `slots/` with a watch. A slot node created by this very session (left from
+//!   a lost lease) is deleted and counts as free. A node left by this process's own *expired*
+//!   session (same instance, other session) is not taken over: it vanishes when ZooKeeper
+//!   expires that session, and until then another slot is taken or, with none free, we wait.
+//! - Prefer the slot held before; else the free slot with the lowest mark (no mark node means
+//!   mark 0, so unused slots go first, lowest number first).
+//! - With every slot held, stay at the head, report the exhaustion, and wait for `slots/` to
+//!   change.
+//! - Create `slots/N` (ephemeral, owner JSON), delete the queue node, read `marks/N` (creating
+//!   it at 0 if missing) with its version: the compare-and-set base for the first mark write.
+
+use super::{acls, Ctx, Owner};
+use std::collections::BTreeSet;
+use zookeeper_client as zk;
+
+/// A slot just taken, with the mark read and the versions to compare-and-set against.
+#[derive(Clone, Copy, Debug)]
+pub struct Claimed {
+    pub slot: u32,
+    pub slot_version: i32,
+    pub mark: u64,
+    pub mark_version: i32,
+}
+
+pub async fn claim(
+    ctx: &Ctx,
+    client: &zk::Client,
+    prefer: Option<u32>,
+) -> Result<Claimed, zk::Error> {
+    let owner = ctx.owner(client);
+    let eph_seq = zk::CreateMode::EphemeralSequential.with_acls(acls(ctx.cfg.auth.is_some()));
+    let prefix = format!("{}/claim-", ctx.paths.queue());
+    let (_, seq) = client.create(&prefix, &owner, &eph_seq).await?;
+    let me = format!("claim-{seq}");
+    let result = async {
+        wait_for_turn(ctx, client, &me).await?;
+        take_slot(ctx, client, prefer, &owner).await
+    }
+    .await;
+    ctx.metrics.pool_exhausted.set(0);
+    // Leave the queue whatever happened (an expired session has removed it already).
+    let _ = client
+        .delete(&format!("{}/{me}", ctx.paths.queue()), None)
+        .await;
+    result
+}
+
+fn queue_order(children: &mut [String]) {
+    // Sequence suffixes are zero-padded to ten digits, so names sort like their numbers.
+    children.sort();
+}
+
+async fn wait_for_turn(ctx: &Ctx, client: &zk::Client, me: &str) -> Result<(), zk::Error> {
+    let queue = ctx.paths.queue();
+    loop {
+        let mut children = client.list_children(&queue).await?;
+        children.retain(|c| c.starts_with("claim-"));
+        queue_order(&mut children);
+        let pos = children
+            .iter()
+            .position(|c| c == me)
+            .ok_or_else(|| zk::Error::UnexpectedError(format!("queue node {me} vanished")))?;
+        if pos == 0 {
+            return Ok(());
+        }
+        ctx.pending(format!("waiting in the slot queue ({pos} ahead)"));
+        let prev = format!("{queue}/{}", children[pos - 1]);
+        if let (Some(_), watcher) = client.check_and_watch_stat(&prev).await? {
+            watcher.changed().await;
+        }
+    }
+}
+
+/// Deletes `slots/N` if this session created it.
+pub async fn delete_if_ours(ctx: &Ctx, client: &zk::Client, slot: u32) -> bool {
+    let path = ctx.paths.slot(slot);
+    match client.get_data(&path).await {
+        Ok((_, stat)) if stat.ephemeral_owner == client.session_id().0 => {
+            client.delete(&path, Some(stat.version)).await.is_ok()
+        }
+        _ => false,
+    }
+}
+
+async fn take_slot(
+    ctx: &Ctx,
+    client: &zk::Client,
+    prefer: Option<u32>,
+    owner: &[u8],
+) -> Result<Claimed, zk::Error> {
+    let eph = zk::CreateMode::Ephemeral.with_acls(acls(ctx.cfg.auth.is_some()));
+    let pool = ctx.cfg.pool_size;
+    let mut reported = false;
+    loop {
+        let (children, watcher) = client.list_and_watch_children(&ctx.paths.slots()).await?;
+        let mut held: BTreeSet<u32> = children
+            .iter()
+            .filter_map(|c| c.parse::<u32>().ok())
+            .filter(|n| *n < pool)
+            .collect();
+        // Nodes this session created earlier (a lease lost to a version mismatch) are ours.
+        if let Some(p) = prefer.filter(|p| held.contains(p)) {
+            if delete_if_ours(ctx, client, p).await {
+                held.remove(&p);
+            }
+        }
+        let free: Vec<u32> = (0..pool).filter(|n| !held.contains(n)).collect();
+        if free.is_empty() {
+            ctx.metrics.pool_exhausted.set(1);
+            let why = format!("pool exhausted: all {pool} slots are held; waiting for one to free");
+            if !reported {
+                tracing::warn!(pool, "pool exhausted; waiting at the head of the queue");
+                reported = true;
+            }
+            ctx.pending(why);
+            watcher.changed().await;
+            continue;
+        }
+        ctx.metrics.pool_exhausted.set(0);
+        let slot = match prefer.filter(|p| free.contains(p)) {
+            Some(p) => p,
+            None => lowest_mark(ctx, client, &free).await?,
+        };
+        match client.create(&ctx.paths.slot(slot), owner, &eph).await {
+            Ok((stat, _)) => {
+                let (mark, mark_version) = read_mark(ctx, client, slot).await?;
+                return Ok(Claimed {
+                    slot,
+                    slot_version: stat.version,
+                    mark,
+                    mark_version,
+                });
+            }
+            Err(zk::Error::NodeExists) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// The free slot whose mark is lowest (a missing mark counts as 0); ties go to the lower slot.
+async fn lowest_mark(ctx: &Ctx, client: &zk::Client, free: &[u32]) -> Result<u32, zk::Error> {
+    let marked: BTreeSet<u32> = client
+        .list_children(&ctx.paths.marks())
+        .await?
+        .iter()
+        .filter_map(|c| c.parse().ok())
+        .collect();
+    if let Some(&n) = free.iter().find(|n| !marked.contains(n)) {
+        return Ok(n);
+    }
+    let mut reader = client.new_multi_reader();
+    for &n in free {
+        reader.add_get_data(&ctx.paths.mark(n))?;
+    }
+    let results = reader.commit().await?;
+    let best = free
+        .iter()
+        .zip(results)
+        .map(|(&n, r)| match r {
+            zk::MultiReadResult::Data { data, .. } => (parse_mark(&data).unwrap_or(u64::MAX), n),
+            _ => (0, n),
+        })
+        .min();
+    Ok(best.map_or(free[0], |(_, n)| n))
+}
+
+fn parse_mark(data: &[u8]) -> Option<u64> {
+    std::str::from_utf8(data).ok()?.trim().parse().ok()
+}
+
+/// Reads `marks/N` and its version, creating it at 0 when missing.
+async fn read_mark(ctx: &Ctx, client: &zk::Client, slot: u32) -> Result<(u64, i32), zk::Error> {
+    let path = ctx.paths.mark(slot);
+    let persistent = zk::CreateMode::Persistent.with_acls(acls(ctx.cfg.auth.is_some()));
+    for _ in 0..3 {
+        match client.get_data(&path).await {
+            Ok((data, stat)) => {
+                let mark = parse_mark(&data).ok_or_else(|| {
+                    zk::Error::UnexpectedError(format!(
+                        "{path} holds {:?}, not a decimal time mark",
+                        String::from_utf8_lossy(&data)
+                    ))
+                })?;
+                return Ok((mark, stat.version));
+            }
+            Err(zk::Error::NoNode) => match client.create(&path, b"0", &persistent).await {
+                Ok((stat, _)) => return Ok((0, stat.version)),
+                Err(zk::Error::NodeExists) => continue,
+                Err(e) => return Err(e),
+            },
+            Err(e) => return Err(e),
+        }
+    }
+    Err(zk::Error::UnexpectedError(format!("{path} keeps changing")))
+}
+
+/// Parses a slot node's owner data, if it is idcar's.
+pub fn parse_owner(data: &[u8]) -> Option<Owner> {
+    serde_json::from_slice(data).ok()
+}

@@ -1,0 +1,224 @@
+//! The pool as seen from ZooKeeper: live gauges for metrics (watches on `slots/` and
+//! `queue/`), and the report behind `idcar pool`.
+
+use super::{claim::parse_owner, session_gone, Owner, Paths};
+use crate::metrics::Metrics;
+use prometheus::IntGauge;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::task::JoinHandle;
+use zookeeper_client as zk;
+
+/// Keeps `idcar_pool_slots_held` and `idcar_pool_contenders_waiting` current until aborted or
+/// the session ends.
+pub fn spawn_gauges(
+    client: zk::Client,
+    paths: Paths,
+    pool_size: u32,
+    metrics: Arc<Metrics>,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let held = |c: &[String]| {
+            c.iter()
+                .filter(|n| n.parse::<u32>().is_ok_and(|n| n < pool_size))
+                .count()
+        };
+        let waiting = |c: &[String]| c.iter().filter(|n| n.starts_with("claim-")).count();
+        tokio::join!(
+            follow(&client, paths.slots(), held, metrics.pool_held.clone()),
+            follow(
+                &client,
+                paths.queue(),
+                waiting,
+                metrics.pool_waiting.clone()
+            ),
+        );
+    })
+}
+
+async fn follow(
+    client: &zk::Client,
+    path: String,
+    count: impl Fn(&[String]) -> usize,
+    gauge: IntGauge,
+) {
+    loop {
+        match client.list_and_watch_children(&path).await {
+            Ok((children, watcher)) => {
+                gauge.set(count(&children) as i64);
+                watcher.changed().await;
+            }
+            Err(e) if session_gone(&e) => return,
+            Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+        }
+    }
+}
+
+/// One held slot.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SlotReport {
+    pub slot: u32,
+    /// The holder's owner data (`None` if the node holds something else).
+    pub owner: Option<Owner>,
+    /// The ZooKeeper session holding the node, in hex.
+    pub session: String,
+    /// When the slot node was created (RFC 3339).
+    pub since: String,
+    /// The slot's time mark, in the layout's time unit.
+    pub mark: Option<u64>,
+}
+
+/// A contender in the queue.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Waiter {
+    pub node: String,
+    pub owner: Option<Owner>,
+}
+
+/// One layout and cluster's pool.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ClusterReport {
+    pub layout: String,
+    pub cluster: u8,
+    pub pool_size: u32,
+    pub held: Vec<SlotReport>,
+    pub free: u32,
+    pub waiting: Vec<Waiter>,
+}
+
+fn rfc3339_ms(ms: i64) -> String {
+    crate::layout::rfc3339_millis(u64::try_from(ms).unwrap_or(0).saturating_mul(1_000_000))
+}
+
+async fn data_or_none(
+    client: &zk::Client,
+    path: &str,
+) -> Result<Option<(Vec<u8>, zk::Stat)>, zk::Error> {
+    match client.get_data(path).await {
+        Ok(d) => Ok(Some(d)),
+        Err(zk::Error::NoNode) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Reads the pool of `layout` for `cluster` (or every cluster found) under `root`.
+pub async fn report(
+    client: &zk::Client,
+    root: &str,
+    layout: &str,
+    cluster: Option<u8>,
+    pool_size: u32,
+) -> Result<Vec<ClusterReport>, zk::Error> {
+    let clusters: Vec<u8> = match cluster {
+        Some(c) => vec![c],
+        None => {
+            let base = format!("{}/{layout}", root.trim_end_matches('/'));
+            let mut cs: Vec<u8> = match client.list_children(&base).await {
+                Ok(c) => c.iter().filter_map(|c| c.parse().ok()).collect(),
+                Err(zk::Error::NoNode) => Vec::new(),
+                Err(e) => return Err(e),
+            };
+            cs.sort_unstable();
+            cs
+        }
+    };
+    let mut out = Vec::new();
+    for c in clusters {
+        let paths = Paths::new(root, layout, c);
+        let children = match client.list_children(&paths.slots()).await {
+            Ok(ch) => ch,
+            Err(zk::Error::NoNode) => Vec::new(),
+            Err(e) => return Err(e),
+        };
+        let mut slots: Vec<u32> = children.iter().filter_map(|n| n.parse().ok()).collect();
+        slots.sort_unstable();
+        let mut held = Vec::new();
+        for n in slots {
+            let Some((data, stat)) = data_or_none(client, &paths.slot(n)).await? else {
+                continue;
+            };
+            let mark = data_or_none(client, &paths.mark(n))
+                .await?
+                .and_then(|(d, _)| std::str::from_utf8(&d).ok()?.trim().parse().ok());
+            held.push(SlotReport {
+                slot: n,
+                owner: parse_owner(&data),
+                session: format!("{:#x}", stat.ephemeral_owner),
+                since: rfc3339_ms(stat.ctime),
+                mark,
+            });
+        }
+        let mut queue = match client.list_children(&paths.queue()).await {
+            Ok(q) => q,
+            Err(zk::Error::NoNode) => Vec::new(),
+            Err(e) => return Err(e),
+        };
+        queue.sort();
+        let mut waiting = Vec::new();
+        for node in queue {
+            let owner = data_or_none(client, &format!("{}/{node}", paths.queue()))
+                .await?
+                .and_then(|(d, _)| parse_owner(&d));
+            waiting.push(Waiter { node, owner });
+        }
+        let in_pool = held.iter().filter(|s| s.slot < pool_size).count() as u32;
+        out.push(ClusterReport {
+            layout: layout.to_string(),
+            cluster: c,
+            pool_size,
+            free: pool_size.saturating_sub(in_pool),
+            held,
+            waiting,
+        });
+    }
+    Ok(out)
+}
+
+/// The report as text for a terminal.
+pub fn render(reports: &[ClusterReport]) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    if reports.is_empty() {
+        s.push_str("no clusters found\n");
+    }
+    for r in reports {
+        let _ = writeln!(
+            s,
+            "{} cluster {}: {}/{} slots held, {} free, {} waiting",
+            r.layout,
+            r.cluster,
+            r.held.len(),
+            r.pool_size,
+            r.free,
+            r.waiting.len()
+        );
+        if !r.held.is_empty() {
+            let _ = writeln!(
+                s,
+                "  {:>5}  {:<32} {:<20} {:<25} mark",
+                "slot", "holder", "session", "since"
+            );
+        }
+        for h in &r.held {
+            let who = h.owner.as_ref().map_or("?".to_string(), describe);
+            let mark = h.mark.map_or("-".to_string(), |m| m.to_string());
+            let _ = writeln!(
+                s,
+                "  {:>5}  {:<32} {:<20} {:<25} {mark}",
+                h.slot, who, h.session, h.since
+            );
+        }
+        for w in &r.waiting {
+            let who = w.owner.as_ref().map_or("?".to_string(), describe);
+            let _ = writeln!(s, "  waiting: {} {who}", w.node);
+        }
+    }
+    s
+}
+
+fn describe(o: &Owner) -> String {
+    match &o.pod {
+        Some(p) => format!("{p} ({} pid {})", o.host, o.pid),
+        None => format!("{} pid {}", o.host, o.pid),
+    }
+}

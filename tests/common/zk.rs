@@ -1,0 +1,207 @@
+//! Real ZooKeeper servers for tests, started through the project's own `zk/lib.sh` on free
+//! loopback ports in fresh temporary directories, killed on drop.
+#![allow(dead_code)]
+
+use super::free_port;
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn lib() -> String {
+    format!("{}/zk/lib.sh", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn bash(script: &str, args: &[&str]) -> Result<String, String> {
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(format!(". {} && {script}", lib()))
+        .arg("zk-test")
+        .args(args)
+        .output()
+        .map_err(|e| e.to_string())?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
+pub struct Server {
+    pub dir: PathBuf,
+    pub port: u16,
+    pub pid: Option<i32>,
+}
+
+/// A standalone server or an ensemble.
+pub struct Zk {
+    _tmp: tempfile::TempDir,
+    pub servers: Vec<Server>,
+}
+
+fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // Field 3 is the state; a zombie is dead for our purposes.
+        Ok(s) => s
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| !rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+impl Zk {
+    pub fn standalone() -> Zk {
+        Self::start(1)
+    }
+
+    pub fn ensemble() -> Zk {
+        Self::start(3)
+    }
+
+    fn start(n: usize) -> Zk {
+        let mut last = String::new();
+        for _ in 0..3 {
+            match Self::try_start(n) {
+                Ok(zk) => return zk,
+                Err(e) => last = e, // most likely a port taken meanwhile: new ports
+            }
+        }
+        panic!("ZooKeeper did not start (is it installed? run zk/ensure-zookeeper.sh): {last}");
+    }
+
+    fn try_start(n: usize) -> Result<Zk, String> {
+        let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let ports: Vec<(u16, u16, u16)> = (0..n)
+            .map(|_| (free_port(), free_port(), free_port()))
+            .collect();
+        let servers_cfg = if n > 1 {
+            ports
+                .iter()
+                .enumerate()
+                .map(|(i, (_, q, e))| format!("server.{}=127.0.0.1:{q}:{e}\n", i + 1))
+                .collect()
+        } else {
+            String::new()
+        };
+        let mut zk = Zk {
+            servers: Vec::new(),
+            _tmp: tmp,
+        };
+        for (i, (port, _, _)) in ports.iter().enumerate() {
+            let dir = zk._tmp.path().join(format!("{}", i + 1));
+            let d = dir.to_str().unwrap().to_string();
+            bash(
+                "zk_write_conf \"$1\" \"$2\" \"$3\"",
+                &[&d, &port.to_string(), &servers_cfg],
+            )?;
+            if n > 1 {
+                std::fs::write(dir.join("data/myid"), format!("{}\n", i + 1))
+                    .map_err(|e| e.to_string())?;
+            }
+            zk.servers.push(Server {
+                dir,
+                port: *port,
+                pid: None,
+            });
+        }
+        for i in 0..n {
+            zk.launch(i)?;
+        }
+        for i in 0..n {
+            zk.wait_serving(i)?;
+        }
+        Ok(zk)
+    }
+
+    fn launch(&mut self, i: usize) -> Result<(), String> {
+        let d = self.servers[i].dir.to_str().unwrap().to_string();
+        bash("zk_start \"$1\"", &[&d])?;
+        let pid = std::fs::read_to_string(self.servers[i].dir.join("pid"))
+            .map_err(|e| e.to_string())?
+            .trim()
+            .parse()
+            .map_err(|e| format!("{e}"))?;
+        self.servers[i].pid = Some(pid);
+        Ok(())
+    }
+
+    fn wait_serving(&self, i: usize) -> Result<String, String> {
+        bash("zk_wait \"$1\" 30", &[&self.servers[i].port.to_string()]).map_err(|e| {
+            let log = std::fs::read_to_string(self.servers[i].dir.join("zookeeper.log"))
+                .unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(20).collect();
+            format!(
+                "{e}\n{}",
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            )
+        })
+    }
+
+    /// `host:port,...` for every server.
+    pub fn connect(&self) -> String {
+        self.servers
+            .iter()
+            .map(|s| format!("127.0.0.1:{}", s.port))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    fn signal(&self, i: usize, sig: Signal) {
+        if let Some(pid) = self.servers[i].pid {
+            let _ = kill(Pid::from_raw(pid), sig);
+        }
+    }
+
+    /// kill -9, and wait (bounded) until it is gone.
+    pub fn kill(&mut self, i: usize) {
+        self.signal(i, Signal::SIGKILL);
+        if let Some(pid) = self.servers[i].pid.take() {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while alive(pid) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    }
+
+    pub fn pause(&self, i: usize) {
+        self.signal(i, Signal::SIGSTOP);
+    }
+
+    pub fn resume(&self, i: usize) {
+        self.signal(i, Signal::SIGCONT);
+    }
+
+    /// Starts a killed server again on the same port and data directory.
+    pub fn restart(&mut self, i: usize) {
+        self.launch(i).expect("restart");
+        self.wait_serving(i).expect("restarted server serves");
+    }
+
+    /// The index of the ensemble's leader, if one answers.
+    pub fn leader(&self) -> Option<usize> {
+        (0..self.servers.len()).find(|&i| {
+            self.servers[i].pid.is_some()
+                && bash("zk_wait \"$1\" 1", &[&self.servers[i].port.to_string()])
+                    .is_ok_and(|out| out.contains("Mode: leader"))
+        })
+    }
+
+    pub fn dir(&self, i: usize) -> &Path {
+        &self.servers[i].dir
+    }
+}
+
+impl Drop for Zk {
+    fn drop(&mut self) {
+        for i in 0..self.servers.len() {
+            self.signal(i, Signal::SIGCONT);
+            self.signal(i, Signal::SIGKILL);
+        }
+    }
+}

@@ -1,0 +1,523 @@
+//! The ZooKeeper lease against real ZooKeeper servers (standalone and a 3-node ensemble),
+//! with faults: graceful release, pool exhaustion, kill -9, a paused holder, leader failover,
+//! ZooKeeper down past the horizon, forced session expiry, digest auth.
+
+mod common;
+
+use common::zk::Zk;
+use common::*;
+use idcar::layout::lable64::Fields;
+use nix::sys::signal::Signal;
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+fn ts(id: u64) -> u64 {
+    Fields::unpack(id).expect("valid lable64 ID").timestamp_ms
+}
+
+fn generator(id: u64) -> u8 {
+    Fields::unpack(id).expect("valid lable64 ID").generator
+}
+
+/// `serve` arguments for ZooKeeper mode with short test timings; `extra` flags replace the
+/// defaults they name.
+fn zk_serve(zk: &Zk, extra: &[&str]) -> Vec<String> {
+    let connect = zk.connect();
+    let defaults = [
+        ("--zk", connect.as_str()),
+        ("--zk-session-timeout", "1s"),
+        ("--lease-horizon", "2s"),
+        ("--renew-interval", "300ms"),
+        ("--threads", "1"),
+        ("--log", "info,zookeeper_client=warn"),
+    ];
+    let mut v = Vec::new();
+    for (flag, value) in defaults {
+        if !extra.contains(&flag) {
+            v.push(flag.to_string());
+            v.push(value.to_string());
+        }
+    }
+    v.extend(extra.iter().map(|s| s.to_string()));
+    v
+}
+
+async fn start(zk: &Zk, extra: &[&str]) -> Idcar {
+    let args = zk_serve(zk, extra);
+    Idcar::start(&args.iter().map(String::as_str).collect::<Vec<_>>()).await
+}
+
+/// `idcar pool --json` for cluster `c`.
+fn pool(zk: &Zk, c: u8) -> serde_json::Value {
+    let (code, out, err) = run(&[
+        "pool",
+        "--zk",
+        &zk.connect(),
+        "--cluster-id",
+        &c.to_string(),
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    v[0].clone()
+}
+
+/// Asks for IDs until `until` passes, counting refusals; bounded by the deadline.
+async fn hammer(idcar: &Idcar, until: Instant) -> (Vec<u64>, usize) {
+    let mut ids = Vec::new();
+    let mut refused = 0;
+    let mut b = idcar.binary().await;
+    while Instant::now() < until {
+        match b.ids(10).await {
+            Ok(got) => ids.extend(
+                got.iter()
+                    .map(|id| u64::from_be_bytes(id.try_into().unwrap())),
+            ),
+            Err(_) => {
+                refused += 1;
+                b = idcar.binary().await;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    (ids, refused)
+}
+
+fn assert_unique(all: &[u64]) {
+    let mut seen = HashSet::new();
+    for id in all {
+        assert!(seen.insert(id), "duplicate ID {id:016x}");
+    }
+}
+
+/// Claim, serve, release: the mark is written down to the highest issued timestamp and the
+/// successor on the same slot waits (almost) nothing, then issues only later timestamps.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claim_serve_release_and_successor_waits_almost_nothing() {
+    let zk = Zk::standalone();
+    let mut a = start(&zk, &["--pool-size", "1", "--cluster-id", "4"]).await;
+    a.wait_ready(Duration::from_secs(15)).await;
+    let first = a.take(500).await.unwrap();
+    assert!(first.iter().all(|id| generator(*id) == 0));
+    let highest = first.iter().map(|id| ts(*id)).max().unwrap();
+    let p = pool(&zk, 4);
+    assert_eq!(p["held"].as_array().unwrap().len(), 1, "{p}");
+    assert_eq!(p["held"][0]["owner"]["pid"], a.child.id());
+    a.stop_ok().await;
+
+    let p = pool(&zk, 4);
+    assert!(
+        p["held"].as_array().unwrap().is_empty(),
+        "slot released: {p}"
+    );
+    let mark_after = zk_mark(&zk, 4, 0);
+    assert_eq!(
+        mark_after, highest,
+        "mark written down to the highest issued timestamp"
+    );
+
+    let mut b = start(&zk, &["--pool-size", "1", "--cluster-id", "4"]).await;
+    b.wait_ready(Duration::from_secs(15)).await;
+    let wait = b.metric("idcar_lease_mark_wait_seconds_sum").await.unwrap();
+    assert!(
+        wait < 0.1,
+        "successor waited {wait}s after a graceful release"
+    );
+    let second = b.take(500).await.unwrap();
+    assert!(second.iter().all(|id| ts(*id) > highest));
+    assert_unique(&[first, second].concat());
+    b.stop_ok().await;
+}
+
+fn zk_mark(zk: &Zk, cluster: u8, slot: u32) -> u64 {
+    // The pool report shows marks of held slots only; read a free slot's mark by holding it
+    // would change it, so ask ZooKeeper directly through the library.
+    let connect = zk.connect();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    std::thread::spawn(move || {
+        rt.block_on(async {
+            let c = idcar::lease::zk::connect(&connect, Duration::from_secs(5), None)
+                .await
+                .unwrap();
+            let (d, _) = c
+                .get_data(&format!("/idcar/lable64/{cluster}/marks/{slot}"))
+                .await
+                .unwrap();
+            String::from_utf8(d).unwrap().parse().unwrap()
+        })
+    })
+    .join()
+    .unwrap()
+}
+
+/// 65 contenders for 64 slots: 64 hold distinct slots, the 65th is not ready, is visible in
+/// metrics, and takes the first slot that frees.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixty_five_contenders_for_sixty_four_slots() {
+    let zk = Zk::standalone();
+    let mut all = Vec::new();
+    for _ in 0..65 {
+        all.push(start(&zk, &["--cluster-id", "1", "--zk-session-timeout", "4s"]).await);
+    }
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let (mut ready, mut waiting) = (Vec::new(), Vec::new());
+    loop {
+        ready.clear();
+        waiting.clear();
+        for (i, a) in all.iter().enumerate() {
+            if a.admin_get("/readyz").await.0 == 200 {
+                ready.push(i);
+            } else {
+                waiting.push(i);
+            }
+        }
+        if ready.len() == 64 && waiting.len() == 1 {
+            let w = &all[waiting[0]];
+            if w.metric("idcar_pool_exhausted").await == Some(1.0) {
+                break;
+            }
+        }
+        if Instant::now() > deadline {
+            let mut why = String::new();
+            for &i in &waiting {
+                let log = all[i].logs();
+                let tail: Vec<&str> = log.lines().rev().take(8).collect();
+                why += &format!(
+                    "--- waiting instance {i}:\n{}\n",
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                );
+            }
+            let (_, pool_text, _) = run(&["pool", "--zk", &zk.connect(), "--cluster-id", "1"]);
+            panic!(
+                "{} ready, {} waiting\n{why}\n{pool_text}",
+                ready.len(),
+                waiting.len()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut slots = HashSet::new();
+    for &i in &ready {
+        let s = all[i].metric("idcar_lease_slot").await.unwrap();
+        assert!(slots.insert(s as i64), "slot {s} held twice");
+    }
+    assert_eq!(slots.len(), 64);
+    let w = waiting[0];
+    let (status, body) = all[w].admin_get("/readyz").await;
+    assert_eq!(status, 503);
+    assert!(body.contains("pool exhausted"), "{body}");
+    assert_eq!(all[w].metric("idcar_lease_slot").await, Some(-1.0));
+    let any = &all[ready[0]];
+    assert_eq!(any.metric("idcar_pool_slots_held").await, Some(64.0));
+    assert!(any.metric("idcar_pool_contenders_waiting").await.unwrap() >= 1.0);
+
+    // Free one slot: the waiting instance takes it.
+    let freed = all[ready[10]].metric("idcar_lease_slot").await.unwrap();
+    all[ready[10]].stop_ok().await;
+    all[w].wait_ready(Duration::from_secs(20)).await;
+    assert_eq!(all[w].metric("idcar_lease_slot").await, Some(freed));
+    assert_eq!(all[w].metric("idcar_pool_exhausted").await, Some(0.0));
+    let ids = all[w].take(10).await.unwrap();
+    assert!(ids.iter().all(|id| f64::from(generator(*id)) == freed));
+}
+
+/// kill -9 of a holder: its slot is taken over after the session timeout, and the successor
+/// waits past the mark before serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_holder_is_taken_over_after_session_timeout() {
+    let zk = Zk::standalone();
+    let a = start(&zk, &["--pool-size", "1"]).await;
+    a.wait_ready(Duration::from_secs(15)).await;
+    let before = a.take(300).await.unwrap();
+    let mut b = start(&zk, &["--pool-size", "1"]).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        b.admin_get("/readyz").await.0,
+        503,
+        "slot still held by the first"
+    );
+    let killed_at = Instant::now();
+    a.signal(Signal::SIGKILL);
+    b.wait_ready(Duration::from_secs(20)).await;
+    let took = killed_at.elapsed();
+    assert!(
+        took >= Duration::from_millis(500),
+        "taken over before the session could expire: {took:?}"
+    );
+    let waited = b.metric("idcar_lease_mark_wait_seconds_sum").await.unwrap();
+    assert!(waited > 0.0, "the successor waited past the mark");
+    let after = b.take(300).await.unwrap();
+    let last_before = before.iter().map(|id| ts(*id)).max().unwrap();
+    assert!(after.iter().all(|id| ts(*id) > last_before));
+    assert_unique(&[before, after].concat());
+    b.stop_ok().await;
+}
+
+/// The invariant test: a holder paused past its session timeout while a successor takes its
+/// slot and serves, then resumed with requests already waiting on its socket.
+///
+/// To reach the dangerous window every time, the holder is also partitioned from ZooKeeper
+/// while frozen (it talks through a proxy that black-holes its traffic), so on resume it cannot
+/// learn at once that its session expired; and its clock runs 3 s ahead of the successor's
+/// (`--clock-skew`), so its IDs carry timestamps the successor's clock has not reached. It
+/// resumes within its own mark and really issues after its session expired. Every ID from both
+/// must be unique, and the successor's must all lie above the holder's, because the successor
+/// waits past the mark it read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paused_holder_never_duplicates_its_successor() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let zk = Zk::standalone();
+    let proxy = common::proxy::Proxy::start(zk.connect()).await;
+    let via_proxy = format!("127.0.0.1:{}", proxy.port);
+    let timings = [
+        "--zk-session-timeout",
+        "3s",
+        "--lease-horizon",
+        "5s",
+        "--renew-interval",
+        "300ms",
+        "--max-clock-wait",
+        "20s",
+        "--pool-size",
+        "1",
+        "--cluster-id",
+        "2",
+    ];
+    let a_args = [
+        &["--zk", via_proxy.as_str(), "--clock-skew", "3s"][..],
+        &timings[..],
+    ]
+    .concat();
+    let a = start(&zk, &a_args).await;
+    a.wait_ready(Duration::from_secs(15)).await;
+    let mut from_a = a.take(1_000).await.unwrap();
+    let mut b = start(&zk, &timings).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    proxy.blackhole(true);
+    a.signal(Signal::SIGSTOP);
+    let paused = Instant::now();
+    // The successor claims once the frozen holder's session expires on the server...
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while b.metric("idcar_lease_claims_total").await != Some(1.0) {
+        assert!(
+            Instant::now() < deadline,
+            "successor never claimed: {}",
+            b.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // ...and waits past the mark the holder wrote with its fast clock.
+    assert_eq!(b.admin_get("/readyz").await.0, 503);
+
+    // Requests queue up on the frozen holder's socket; it resumes within its own mark.
+    let mut pending = Vec::new();
+    for _ in 0..4 {
+        let mut s = tokio::net::UnixStream::connect(&a.socket).await.unwrap();
+        let mut req = Vec::new();
+        idcar::server::frame::encode_get_ids(100, &mut req);
+        s.write_all(&req).await.unwrap();
+        pending.push(s);
+    }
+    let resume_at = paused + Duration::from_millis(3_600);
+    tokio::time::sleep_until(resume_at.into()).await;
+    a.signal(Signal::SIGCONT);
+    let mut a_after = Vec::new();
+    let (mut answered, mut refused) = (0, 0);
+    for mut s in pending {
+        let mut head = [0u8; 8];
+        tokio::time::timeout(Duration::from_secs(10), s.read_exact(&mut head))
+            .await
+            .expect("the resumed holder answers the requests queued while it was frozen")
+            .unwrap();
+        answered += 1;
+        refused += usize::from(head[1] != 0);
+        let len = u32::from_be_bytes(head[4..8].try_into().unwrap()) as usize;
+        let mut body = vec![0u8; len];
+        tokio::time::timeout(Duration::from_secs(10), s.read_exact(&mut body))
+            .await
+            .unwrap()
+            .unwrap();
+        if head[1] == 0 {
+            a_after.extend(
+                body.chunks(8)
+                    .map(|c| u64::from_be_bytes(c.try_into().unwrap())),
+            );
+        }
+    }
+    eprintln!(
+        "queued requests after resume: {refused} of {answered} refused, {} IDs issued",
+        a_after.len()
+    );
+    assert!(
+        !a_after.is_empty(),
+        "the resumed holder issued nothing: the test missed its window"
+    );
+    proxy.blackhole(false);
+
+    // Both keep being asked until the successor has served for a while.
+    b.wait_ready(Duration::from_secs(20)).await;
+    let until = Instant::now() + Duration::from_secs(1);
+    let ((more_a, _), (from_b, _)) = tokio::join!(hammer(&a, until), hammer(&b, until));
+    a_after.extend(more_a);
+    assert!(!from_b.is_empty());
+    let b_min = from_b.iter().map(|id| ts(*id)).min().unwrap();
+    for id in &a_after {
+        assert!(
+            ts(*id) < b_min,
+            "resumed holder issued {} at/after successor's {b_min}",
+            ts(*id)
+        );
+    }
+    from_a.extend(a_after);
+    assert_unique(&[from_a, from_b].concat());
+    b.stop_ok().await;
+}
+
+/// 3-node ensemble, leader killed: service goes on with no refusal and no lost lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_failover_loses_nothing() {
+    let mut zk = Zk::ensemble();
+    let mut a = start(
+        &zk,
+        &[
+            "--zk-session-timeout",
+            "6s",
+            "--lease-horizon",
+            "4s",
+            "--renew-interval",
+            "300ms",
+        ],
+    )
+    .await;
+    a.wait_ready(Duration::from_secs(20)).await;
+    let slot = a.metric("idcar_lease_slot").await;
+    let leader = zk.leader().expect("a leader");
+    let until = Instant::now() + Duration::from_secs(6);
+    let load = hammer(&a, until);
+    let kill = async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        zk.kill(leader);
+    };
+    let ((ids, refused), ()) = tokio::join!(load, kill);
+    assert_eq!(refused, 0, "requests refused during failover");
+    assert!(ids.len() > 1_000, "{} IDs", ids.len());
+    assert_unique(&ids);
+    assert_eq!(a.metric("idcar_lease_slot").await, slot);
+    for reason in ["expired", "stolen", "unreachable"] {
+        let m = a
+            .metric(&format!("idcar_lease_losses_total{{reason=\"{reason}\"}}"))
+            .await;
+        assert_eq!(m, Some(0.0), "loss {reason}");
+    }
+    assert_eq!(a.metric("idcar_lease_claims_total").await, Some(1.0));
+    assert_eq!(a.admin_get("/readyz").await.0, 200);
+    a.stop_ok().await;
+}
+
+/// ZooKeeper fully down longer than the horizon: serving stops at the mark with 503, resumes
+/// after ZooKeeper returns; no duplicates across the whole run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_down_stops_at_the_mark_and_recovers() {
+    let mut zk = Zk::standalone();
+    let args = [
+        "--pool-size",
+        "1",
+        "--lease-horizon",
+        "1s",
+        "--renew-interval",
+        "200ms",
+        "--zk-session-timeout",
+        "2s",
+    ];
+    let mut a = start(&zk, &args).await;
+    a.wait_ready(Duration::from_secs(15)).await;
+    let mut all = a.take(500).await.unwrap();
+    zk.kill(0);
+    let down_at = Instant::now();
+    // Serving continues up to the mark, then refuses with 503.
+    let mut h = a.http().await;
+    let refused_at = loop {
+        let r = h.get("/ids?count=5", false).await.unwrap();
+        if r.status == 503 {
+            assert_eq!(r.retry_after.as_deref(), Some("1"));
+            break down_at.elapsed();
+        }
+        assert_eq!(r.status, 200, "{}", r.body);
+        all.extend(r.body.lines().map(|l| u64::from_str_radix(l, 16).unwrap()));
+        assert!(
+            down_at.elapsed() < Duration::from_secs(10),
+            "still serving long past the mark"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    assert!(
+        refused_at <= Duration::from_millis(1_600),
+        "refused only after {refused_at:?}"
+    );
+    assert_eq!(a.admin_get("/readyz").await.0, 503);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    zk.restart(0);
+    a.wait_ready(Duration::from_secs(40)).await;
+    all.extend(a.take(500).await.unwrap());
+    assert_unique(&all);
+    a.stop_ok().await;
+}
+
+/// Forced session expiry (the process frozen past its session timeout): a new session,
+/// the same slot claimed again, no duplicates.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_expiry_reclaims_without_duplicates() {
+    let zk = Zk::standalone();
+    let mut a = start(&zk, &["--pool-size", "1"]).await;
+    a.wait_ready(Duration::from_secs(15)).await;
+    let mut all = a.take(500).await.unwrap();
+    a.signal(Signal::SIGSTOP);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    a.signal(Signal::SIGCONT);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while a.metric("idcar_lease_claims_total").await.unwrap_or(0.0) < 2.0 {
+        assert!(Instant::now() < deadline, "no re-claim: {}", a.logs());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    a.wait_ready(Duration::from_secs(20)).await;
+    assert!(
+        a.metric("idcar_lease_losses_total{reason=\"expired\"}")
+            .await
+            .unwrap()
+            >= 1.0
+    );
+    assert_eq!(a.metric("idcar_lease_slot").await, Some(0.0));
+    all.extend(a.take(500).await.unwrap());
+    assert_unique(&all);
+    a.stop_ok().await;
+}
+
+/// Digest auth: nodes are creator-only; `pool` needs the same credentials.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn digest_auth_protects_the_tree() {
+    let zk = Zk::standalone();
+    let mut a = start(&zk, &["--zk-auth", "idcar:s3cret", "--zk-root", "/secure"]).await;
+    a.wait_ready(Duration::from_secs(15)).await;
+    let connect = zk.connect();
+    let base = [
+        "pool",
+        "--zk",
+        connect.as_str(),
+        "--zk-root",
+        "/secure",
+        "--cluster-id",
+        "0",
+        "--json",
+    ];
+    let (code, out, err) = run(&[&base[..], &["--zk-auth", "idcar:s3cret"]].concat());
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(&format!("\"pid\": {}", a.child.id())), "{out}");
+    let (code, _, err) = run(&base);
+    assert_eq!(code, 1);
+    assert!(err.contains("not authorized"), "{err}");
+    a.stop_ok().await;
+}
