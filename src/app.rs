@@ -230,15 +230,14 @@ async fn pool(a: PoolArgs) -> anyhow::Result<ExitCode> {
     .await
     .map_err(|_| anyhow::anyhow!("timed out connecting to ZooKeeper at {}", a.zk))?
     .with_context(|| format!("cannot connect to ZooKeeper at {}", a.zk))?;
-    let reports = zk::pool::report(
-        &client,
-        &root,
-        layout.name(),
-        a.cluster_id,
-        layout.scheme().slots,
-    )
-    .await
-    .context("cannot read the pool")?;
+    let slots = layout.scheme().slots;
+    let pool_size = a.pool_size.unwrap_or(slots);
+    if pool_size == 0 || pool_size > slots {
+        return Err(UsageError(format!("--pool-size must be between 1 and {slots}")).into());
+    }
+    let reports = zk::pool::report(&client, &root, layout.name(), a.cluster_id, pool_size)
+        .await
+        .context("cannot read the pool")?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&reports)?);
     } else {

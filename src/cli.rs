@@ -171,6 +171,10 @@ pub struct PoolArgs {
     /// Only this cluster (default: every cluster found).
     #[arg(long, env = "IDCAR_CLUSTER_ID")]
     pub cluster_id: Option<u8>,
+    /// The pool size the cluster's instances negotiate (`serve --pool-size`; default: the
+    /// layout's whole pool), for counting free slots.
+    #[arg(long, env = "IDCAR_POOL_SIZE")]
+    pub pool_size: Option<u32>,
     /// Print JSON.
     #[arg(long, env = "IDCAR_JSON")]
     pub json: bool,

@@ -211,7 +211,14 @@ async fn sixty_five_contenders_for_sixty_four_slots() {
     assert!(body.contains("pool exhausted"), "{body}");
     assert_eq!(all[w].metric("idcar_lease_slot").await, Some(-1.0));
     let any = &all[ready[0]];
-    assert_eq!(any.metric("idcar_pool_slots_held").await, Some(64.0));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while any.metric("idcar_pool_slots_held").await != Some(64.0) {
+        assert!(
+            Instant::now() < deadline,
+            "the slots_held gauge never reached 64"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     assert!(any.metric("idcar_pool_contenders_waiting").await.unwrap() >= 1.0);
 
     // Free one slot: the waiting instance takes it.
@@ -261,7 +268,7 @@ async fn killed_holder_is_taken_over_after_session_timeout() {
 ///
 /// To reach the dangerous window every time, the holder is also partitioned from ZooKeeper
 /// while frozen (it talks through a proxy that black-holes its traffic), so on resume it cannot
-/// learn at once that its session expired; and its clock runs 3 s ahead of the successor's
+/// learn at once that its session expired; and its clock runs 1 s ahead of the successor's
 /// (`--clock-skew`), so its IDs carry timestamps the successor's clock has not reached. It
 /// resumes within its own mark and really issues after its session expired. Every ID from both
 /// must be unique, and the successor's must all lie above the holder's, because the successor
@@ -272,11 +279,14 @@ async fn paused_holder_never_duplicates_its_successor() {
     let zk = Zk::standalone();
     let proxy = common::proxy::Proxy::start(zk.connect()).await;
     let via_proxy = format!("127.0.0.1:{}", proxy.port);
+    // Session 6 s: the server expires the frozen holder after ~6 s; its own client would only
+    // declare expiry ~8.4 s after it last heard. Horizon 9 s: it resumes at 6.8 s, inside its
+    // mark. Its clock runs 1 s ahead of the successor's.
     let timings = [
         "--zk-session-timeout",
-        "3s",
+        "6s",
         "--lease-horizon",
-        "5s",
+        "9s",
         "--renew-interval",
         "300ms",
         "--max-clock-wait",
@@ -287,7 +297,7 @@ async fn paused_holder_never_duplicates_its_successor() {
         "2",
     ];
     let a_args = [
-        &["--zk", via_proxy.as_str(), "--clock-skew", "3s"][..],
+        &["--zk", via_proxy.as_str(), "--clock-skew", "1s"][..],
         &timings[..],
     ]
     .concat();
@@ -322,7 +332,7 @@ async fn paused_holder_never_duplicates_its_successor() {
         s.write_all(&req).await.unwrap();
         pending.push(s);
     }
-    let resume_at = paused + Duration::from_millis(3_600);
+    let resume_at = paused + Duration::from_millis(6_800);
     tokio::time::sleep_until(resume_at.into()).await;
     a.signal(Signal::SIGCONT);
     let mut a_after = Vec::new();
@@ -359,7 +369,7 @@ async fn paused_holder_never_duplicates_its_successor() {
     proxy.blackhole(false);
 
     // Both keep being asked until the successor has served for a while.
-    b.wait_ready(Duration::from_secs(20)).await;
+    b.wait_ready(Duration::from_secs(30)).await;
     let until = Instant::now() + Duration::from_secs(1);
     let ((more_a, _), (from_b, _)) = tokio::join!(hammer(&a, until), hammer(&b, until));
     a_after.extend(more_a);
@@ -438,6 +448,8 @@ async fn zookeeper_down_stops_at_the_mark_and_recovers() {
     let mut all = a.take(500).await.unwrap();
     zk.kill(0);
     let down_at = Instant::now();
+    let down_ms = now_ms();
+    let mut during = Vec::new();
     // Serving continues up to the mark, then refuses with 503.
     let mut h = a.http().await;
     let refused_at = loop {
@@ -447,7 +459,7 @@ async fn zookeeper_down_stops_at_the_mark_and_recovers() {
             break down_at.elapsed();
         }
         assert_eq!(r.status, 200, "{}", r.body);
-        all.extend(r.body.lines().map(|l| u64::from_str_radix(l, 16).unwrap()));
+        during.extend(r.body.lines().map(|l| u64::from_str_radix(l, 16).unwrap()));
         assert!(
             down_at.elapsed() < Duration::from_secs(10),
             "still serving long past the mark"
@@ -458,6 +470,17 @@ async fn zookeeper_down_stops_at_the_mark_and_recovers() {
         refused_at <= Duration::from_millis(1_600),
         "refused only after {refused_at:?}"
     );
+    // The core property: nothing issued during the outage lies beyond the last mark written,
+    // at most one horizon (1 s) past the last renewal before the outage.
+    for id in &during {
+        assert!(
+            ts(*id) <= down_ms + 1_000,
+            "issued {} past the mark bound {}",
+            ts(*id),
+            down_ms + 1_000
+        );
+    }
+    all.extend(during);
     assert_eq!(a.admin_get("/readyz").await.0, 503);
     tokio::time::sleep(Duration::from_secs(2)).await;
     zk.restart(0);
@@ -467,16 +490,25 @@ async fn zookeeper_down_stops_at_the_mark_and_recovers() {
     a.stop_ok().await;
 }
 
-/// Forced session expiry (the process frozen past its session timeout): a new session,
-/// the same slot claimed again, no duplicates.
+/// Forced session expiry (the process frozen past its session timeout): a new session, the
+/// same slot claimed again (preferred over the free ones), a wait past its own mark, and no
+/// duplicates.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_expiry_reclaims_without_duplicates() {
     let zk = Zk::standalone();
-    let mut a = start(&zk, &["--pool-size", "1"]).await;
+    // A first instance takes slot 0, so the one under test holds slot 1: "the same slot again"
+    // is then not simply the lowest free one.
+    let mut other = start(&zk, &["--cluster-id", "3"]).await;
+    other.wait_ready(Duration::from_secs(15)).await;
+    let mut a = start(&zk, &["--lease-horizon", "5s", "--cluster-id", "3"]).await;
     a.wait_ready(Duration::from_secs(15)).await;
+    other.stop_ok().await;
+    let slot = a.metric("idcar_lease_slot").await.unwrap();
+    assert_eq!(slot, 1.0);
     let mut all = a.take(500).await.unwrap();
+    let before = all.iter().map(|id| ts(*id)).max().unwrap();
     a.signal(Signal::SIGSTOP);
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    tokio::time::sleep(Duration::from_millis(1_600)).await;
     a.signal(Signal::SIGCONT);
     let deadline = Instant::now() + Duration::from_secs(30);
     while a.metric("idcar_lease_claims_total").await.unwrap_or(0.0) < 2.0 {
@@ -490,8 +522,19 @@ async fn session_expiry_reclaims_without_duplicates() {
             .unwrap()
             >= 1.0
     );
-    assert_eq!(a.metric("idcar_lease_slot").await, Some(0.0));
-    all.extend(a.take(500).await.unwrap());
+    assert_eq!(
+        a.metric("idcar_lease_slot").await,
+        Some(slot),
+        "the previous slot is preferred"
+    );
+    let waited = a.metric("idcar_lease_mark_wait_seconds_sum").await.unwrap();
+    assert!(
+        waited > 1.0,
+        "waited {waited}s past its own mark (horizon 5 s, paused 1.6 s)"
+    );
+    let after = a.take(500).await.unwrap();
+    assert!(after.iter().all(|id| ts(*id) > before));
+    all.extend(after);
     assert_unique(&all);
     a.stop_ok().await;
 }

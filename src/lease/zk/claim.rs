@@ -26,11 +26,27 @@ pub struct Claimed {
     pub mark_version: i32,
 }
 
+/// What claims remember between attempts.
+#[derive(Debug, Default)]
+pub struct Memo {
+    /// Slots whose node this session may have created in a failed claim (ambiguous create,
+    /// error after create): freed at the next claim if this session owns them.
+    pub suspects: BTreeSet<u32>,
+    /// Slots whose mark is unreadable: never taken by this process.
+    pub skip: BTreeSet<u32>,
+}
+
 pub async fn claim(
     ctx: &Ctx,
     client: &zk::Client,
     prefer: Option<u32>,
+    memo: &mut Memo,
 ) -> Result<Claimed, zk::Error> {
+    // Leftovers of this session's earlier attempts would block the queue or a slot forever.
+    drop_own_queue_nodes(ctx, client).await?;
+    for slot in std::mem::take(&mut memo.suspects) {
+        delete_if_ours(ctx, client, slot).await;
+    }
     let owner = ctx.owner(client);
     let eph_seq = zk::CreateMode::EphemeralSequential.with_acls(acls(ctx.cfg.auth.is_some()));
     let prefix = format!("{}/claim-", ctx.paths.queue());
@@ -38,15 +54,31 @@ pub async fn claim(
     let me = format!("claim-{seq}");
     let result = async {
         wait_for_turn(ctx, client, &me).await?;
-        take_slot(ctx, client, prefer, &owner).await
+        take_slot(ctx, client, prefer, &owner, memo).await
     }
     .await;
     ctx.metrics.pool_exhausted.set(0);
-    // Leave the queue whatever happened (an expired session has removed it already).
+    // Leave the queue whatever happened; a node left behind by a failed delete is removed at
+    // the next claim, and an expired session has removed it already.
     let _ = client
         .delete(&format!("{}/{me}", ctx.paths.queue()), None)
         .await;
     result
+}
+
+/// Deletes queue nodes this session created earlier (e.g. a create whose reply was lost).
+async fn drop_own_queue_nodes(ctx: &Ctx, client: &zk::Client) -> Result<(), zk::Error> {
+    let queue = ctx.paths.queue();
+    for child in client.list_children(&queue).await? {
+        let path = format!("{queue}/{child}");
+        if let Ok((_, stat)) = client.get_data(&path).await {
+            if stat.ephemeral_owner == client.session_id().0 {
+                tracing::info!(node = %child, "removing a queue node left by an earlier attempt");
+                let _ = client.delete(&path, None).await;
+            }
+        }
+    }
+    Ok(())
 }
 
 fn queue_order(children: &mut [String]) {
@@ -91,6 +123,7 @@ async fn take_slot(
     client: &zk::Client,
     prefer: Option<u32>,
     owner: &[u8],
+    memo: &mut Memo,
 ) -> Result<Claimed, zk::Error> {
     let eph = zk::CreateMode::Ephemeral.with_acls(acls(ctx.cfg.auth.is_some()));
     let pool = ctx.cfg.pool_size;
@@ -108,7 +141,9 @@ async fn take_slot(
                 held.remove(&p);
             }
         }
-        let free: Vec<u32> = (0..pool).filter(|n| !held.contains(n)).collect();
+        let free: Vec<u32> = (0..pool)
+            .filter(|n| !held.contains(n) && !memo.skip.contains(n))
+            .collect();
         if free.is_empty() {
             ctx.metrics.pool_exhausted.set(1);
             let why = format!("pool exhausted: all {pool} slots are held; waiting for one to free");
@@ -125,9 +160,19 @@ async fn take_slot(
             Some(p) => p,
             None => lowest_mark(ctx, client, &free).await?,
         };
-        match client.create(&ctx.paths.slot(slot), owner, &eph).await {
-            Ok((stat, _)) => {
-                let (mark, mark_version) = read_mark(ctx, client, slot).await?;
+        // From here on a failure may leave our node behind: remember the slot as suspect.
+        memo.suspects.insert(slot);
+        let stat = match client.create(&ctx.paths.slot(slot), owner, &eph).await {
+            Ok((stat, _)) => stat,
+            Err(zk::Error::NodeExists) => {
+                memo.suspects.remove(&slot);
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        match read_mark(ctx, client, slot).await {
+            Ok((mark, mark_version)) => {
+                memo.suspects.remove(&slot);
                 return Ok(Claimed {
                     slot,
                     slot_version: stat.version,
@@ -135,8 +180,13 @@ async fn take_slot(
                     mark_version,
                 });
             }
-            Err(zk::Error::NodeExists) => continue,
-            Err(e) => return Err(e),
+            Err(Unreadable::Corrupt(why)) => {
+                tracing::error!(slot, reason = %why, "slot's time mark is unreadable; never taking this slot");
+                memo.skip.insert(slot);
+                delete_if_ours(ctx, client, slot).await;
+                memo.suspects.remove(&slot);
+            }
+            Err(Unreadable::Zk(e)) => return Err(e),
         }
     }
 }
@@ -168,19 +218,25 @@ async fn lowest_mark(ctx: &Ctx, client: &zk::Client, free: &[u32]) -> Result<u32
     Ok(best.map_or(free[0], |(_, n)| n))
 }
 
-fn parse_mark(data: &[u8]) -> Option<u64> {
+pub(crate) fn parse_mark(data: &[u8]) -> Option<u64> {
     std::str::from_utf8(data).ok()?.trim().parse().ok()
 }
 
-/// Reads `marks/N` and its version, creating it at 0 when missing.
-async fn read_mark(ctx: &Ctx, client: &zk::Client, slot: u32) -> Result<(u64, i32), zk::Error> {
+enum Unreadable {
+    Corrupt(String),
+    Zk(zk::Error),
+}
+
+/// Reads `marks/N` and its version, creating it at 0 when missing (a slot never used; marks
+/// must never be deleted while anyone holds the slot).
+async fn read_mark(ctx: &Ctx, client: &zk::Client, slot: u32) -> Result<(u64, i32), Unreadable> {
     let path = ctx.paths.mark(slot);
     let persistent = zk::CreateMode::Persistent.with_acls(acls(ctx.cfg.auth.is_some()));
     for _ in 0..3 {
         match client.get_data(&path).await {
             Ok((data, stat)) => {
                 let mark = parse_mark(&data).ok_or_else(|| {
-                    zk::Error::UnexpectedError(format!(
+                    Unreadable::Corrupt(format!(
                         "{path} holds {:?}, not a decimal time mark",
                         String::from_utf8_lossy(&data)
                     ))
@@ -190,12 +246,14 @@ async fn read_mark(ctx: &Ctx, client: &zk::Client, slot: u32) -> Result<(u64, i3
             Err(zk::Error::NoNode) => match client.create(&path, b"0", &persistent).await {
                 Ok((stat, _)) => return Ok((0, stat.version)),
                 Err(zk::Error::NodeExists) => continue,
-                Err(e) => return Err(e),
+                Err(e) => return Err(Unreadable::Zk(e)),
             },
-            Err(e) => return Err(e),
+            Err(e) => return Err(Unreadable::Zk(e)),
         }
     }
-    Err(zk::Error::UnexpectedError(format!("{path} keeps changing")))
+    Err(Unreadable::Zk(zk::Error::UnexpectedError(format!(
+        "{path} keeps changing"
+    ))))
 }
 
 /// Parses a slot node's owner data, if it is idcar's.

@@ -240,7 +240,8 @@ pub fn start(
 /// How one session ended.
 enum End {
     Released,
-    SessionGone(String),
+    /// The session is gone; `bool`: a lease was held when it went.
+    SessionGone(String, bool),
     Fatal(LeaseError),
 }
 
@@ -258,6 +259,7 @@ async fn maintain(
     mut release: oneshot::Receiver<Option<Issued>>,
 ) -> Result<(), LeaseError> {
     let mut prefer = ctx.cfg.prefer;
+    let mut memo = claim::Memo::default();
     let mut generation = 0u64;
     let mut sessions = 0u64;
     let mut backoff = Duration::from_millis(100);
@@ -272,6 +274,15 @@ async fn maintain(
         };
         let client = match connected {
             Ok(c) => c,
+            Err(e @ zk::Error::AuthFailed) => {
+                let e = LeaseError::Task(format!(
+                    "ZooKeeper refused the credentials of --zk-auth: {e}"
+                ));
+                ctx.tx.send_replace(LeaseState::Failed {
+                    reason: e.to_string(),
+                });
+                return Err(e);
+            }
             Err(e) => {
                 tracing::warn!(error = %e, connect = %ctx.cfg.connect, "cannot connect to ZooKeeper; retrying");
                 ctx.pending(format!("cannot connect to ZooKeeper: {e}"));
@@ -305,33 +316,47 @@ async fn maintain(
             ctx.cfg.pool_size,
             ctx.metrics.clone(),
         );
-        let end = session(
-            &ctx,
-            &client,
-            &dead,
-            &mut prefer,
-            &mut generation,
-            &mut release,
-        )
-        .await;
+        // Nodes this session may have left belong to it alone: a new session starts afresh.
+        memo.suspects.clear();
+        let mut state = SessionState {
+            prefer: &mut prefer,
+            generation: &mut generation,
+            memo: &mut memo,
+        };
+        let end = session(&ctx, &client, &dead, &mut state, &mut release).await;
         watchers.abort();
-        states.abort();
+        let _ = watchers.await;
         match end {
             End::Released => {
+                // Dropping the last handle sends CloseSession; wait (bounded) until it went, so
+                // our ephemeral nodes go now and not a session timeout later.
+                let mut w = client.state_watcher();
                 drop(client);
+                let _ = tokio::time::timeout(Duration::from_secs(1), async {
+                    while !matches!(
+                        w.changed().await,
+                        zk::SessionState::Closed | zk::SessionState::Expired
+                    ) {}
+                })
+                .await;
+                states.abort();
                 ctx.metrics.session_state("closed");
                 return Ok(());
             }
-            End::SessionGone(why) => {
-                ctx.metrics
-                    .lease_losses
-                    .with_label_values(&["expired"])
-                    .inc();
+            End::SessionGone(why, was_holding) => {
+                states.abort();
+                if was_holding {
+                    ctx.metrics
+                        .lease_losses
+                        .with_label_values(&["expired"])
+                        .inc();
+                }
                 ctx.metrics.session_state("expired");
                 tracing::warn!(reason = %why, "ZooKeeper session lost; opening a new one");
                 ctx.tx.send_replace(LeaseState::Lost { reason: why });
             }
             End::Fatal(e) => {
+                states.abort();
                 ctx.tx.send_replace(LeaseState::Failed {
                     reason: e.to_string(),
                 });
@@ -373,9 +398,16 @@ async fn track_states(mut w: zk::StateWatcher, metrics: Arc<Metrics>, dead: Canc
     }
 }
 
+/// What a session's claims carry over from the maintainer.
+struct SessionState<'a> {
+    prefer: &'a mut Option<u32>,
+    generation: &'a mut u64,
+    memo: &'a mut claim::Memo,
+}
+
 fn classify(e: zk::Error, what: &str) -> End {
     if session_gone(&e) {
-        End::SessionGone(format!("{what}: {e}"))
+        End::SessionGone(format!("{what}: {e}"), false)
     } else if matches!(e, zk::Error::NoAuth | zk::Error::InvalidAcl) {
         End::Fatal(LeaseError::Task(format!(
             "{what}: {e} (check --zk-auth and the ACLs under --zk-root)"
@@ -389,35 +421,53 @@ async fn session(
     ctx: &Ctx,
     client: &zk::Client,
     dead: &CancellationToken,
-    prefer: &mut Option<u32>,
-    generation: &mut u64,
+    st: &mut SessionState<'_>,
     release: &mut oneshot::Receiver<Option<Issued>>,
 ) -> End {
     let dir = zk::CreateMode::Persistent.with_acls(acls(ctx.cfg.auth.is_some()));
+    let mut retry = Duration::from_millis(100);
     for path in [ctx.paths.queue(), ctx.paths.slots(), ctx.paths.marks()] {
-        if let Err(e) = client.mkdir(&path, &dir).await {
-            return classify(e, &format!("cannot create {path}"));
+        loop {
+            match client.mkdir(&path, &dir).await {
+                Ok(()) => break,
+                Err(e)
+                    if session_gone(&e)
+                        || matches!(e, zk::Error::NoAuth | zk::Error::InvalidAcl) =>
+                {
+                    return classify(e, &format!("cannot create {path}"));
+                }
+                Err(e) => {
+                    // Passing faults (connection loss, a leader election): try again.
+                    tracing::warn!(path = %path, error = %e, "cannot create a directory node yet; retrying");
+                    tokio::select! {
+                        _ = tokio::time::sleep(retry) => {}
+                        _ = &mut *release => return End::Released,
+                        _ = dead.cancelled() => return End::SessionGone("session ended".into(), false),
+                    }
+                    retry = (retry * 2).min(Duration::from_secs(5));
+                }
+            }
         }
     }
-    let mut retry = Duration::from_millis(100);
+    let (prefer, generation) = (&mut *st.prefer, &mut *st.generation);
     loop {
         ctx.pending("claiming a slot");
         let started = Instant::now();
         let claimed = tokio::select! {
-            r = claim::claim(ctx, client, *prefer) => r,
+            r = claim::claim(ctx, client, *prefer, st.memo) => r,
             _ = &mut *release => return End::Released,
-            _ = dead.cancelled() => return End::SessionGone("session ended while claiming".into()),
+            _ = dead.cancelled() => return End::SessionGone("session ended while claiming".into(), false),
         };
         let c = match claimed {
             Ok(c) => c,
-            Err(e) if session_gone(&e) => return End::SessionGone(format!("claiming: {e}")),
+            Err(e) if session_gone(&e) => return End::SessionGone(format!("claiming: {e}"), false),
             Err(e @ (zk::Error::NoAuth | zk::Error::InvalidAcl)) => return classify(e, "claiming"),
             Err(e) => {
                 tracing::warn!(error = %e, "claim failed; retrying");
                 tokio::select! {
                     _ = tokio::time::sleep(retry) => {}
                     _ = &mut *release => return End::Released,
-                    _ = dead.cancelled() => return End::SessionGone("session ended while claiming".into()),
+                    _ = dead.cancelled() => return End::SessionGone("session ended while claiming".into(), false),
                 }
                 retry = (retry * 2).min(Duration::from_secs(5));
                 continue;
@@ -466,7 +516,7 @@ async fn session(
                     release_slot(ctx, client, &held, h.ok().flatten()).await;
                     return End::Released;
                 }
-                _ = dead.cancelled() => return End::SessionGone("session ended while waiting for the mark".into()),
+                _ = dead.cancelled() => return End::SessionGone("session ended while waiting for the mark".into(), false),
             }
         }
         ctx.metrics
@@ -478,6 +528,8 @@ async fn session(
         let mut next = Duration::ZERO;
         let mut published = false;
         let mut unreachable_counted = false;
+        // Marks written with no reply (the write may have been applied): our own if seen.
+        let mut unconfirmed: Vec<u64> = Vec::new();
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(next) => {}
@@ -485,11 +537,24 @@ async fn session(
                     release_slot(ctx, client, &held, h.ok().flatten()).await;
                     return End::Released;
                 }
-                _ = dead.cancelled() => return End::SessionGone("session expired".into()),
+                _ = dead.cancelled() => return End::SessionGone("session expired".into(), published),
             }
             let want = held.mark.max(ctx.now_tick().saturating_add(horizon));
             let t = Instant::now();
-            match write_mark(ctx, client, &held, want).await {
+            let mut written = write_mark(ctx, client, &held, want).await;
+            if matches!(written, Err(zk::Error::BadVersion | zk::Error::NoNode))
+                && !unconfirmed.is_empty()
+            {
+                // An earlier write whose reply was lost may have gone through: if the slot is
+                // still ours and the mark holds a value we wrote, carry on from there.
+                if let Some((version, value)) = own_write(ctx, client, &held, &unconfirmed).await {
+                    tracing::info!(mark = value, "an earlier mark write had gone through");
+                    held.mark = held.mark.max(value);
+                    held.mark_version = version;
+                    written = write_mark(ctx, client, &held, want).await;
+                }
+            }
+            match written {
                 Ok(version) => {
                     ctx.metrics
                         .lease_renewal_seconds
@@ -514,9 +579,12 @@ async fn session(
                         generation: *generation,
                     }));
                     unreachable_counted = false;
+                    unconfirmed.clear();
                     next = ctx.cfg.renew_every;
                 }
-                Err(e) if session_gone(&e) => return End::SessionGone(format!("renewing: {e}")),
+                Err(e) if session_gone(&e) => {
+                    return End::SessionGone(format!("renewing: {e}"), published)
+                }
                 Err(e @ (zk::Error::BadVersion | zk::Error::NoNode)) => {
                     // Someone else wrote the mark or removed our slot node: stop at once.
                     ctx.metrics
@@ -535,7 +603,9 @@ async fn session(
                     break;
                 }
                 Err(e) => {
-                    // Unreachable or slow: the mark already written stays in force.
+                    // Unreachable or slow: the mark already written stays in force. The write
+                    // may still have been applied.
+                    unconfirmed.push(want);
                     ctx.metrics
                         .lease_renewals
                         .with_label_values(&["error"])
@@ -555,8 +625,28 @@ async fn session(
     }
 }
 
-/// Writes `mark` with a compare-and-set, checking the slot node is still the one we created.
-/// Returns the mark node's new version.
+/// If the slot node is still this session's and `marks/N` holds one of `attempts` at the
+/// version after ours, that write was ours: its version and value.
+async fn own_write(
+    ctx: &Ctx,
+    client: &zk::Client,
+    held: &Held,
+    attempts: &[u64],
+) -> Option<(i32, u64)> {
+    let (_, slot) = client.get_data(&ctx.paths.slot(held.slot)).await.ok()?;
+    if slot.ephemeral_owner != client.session_id().0 || slot.version != held.slot_version {
+        return None;
+    }
+    let (data, mark) = client.get_data(&ctx.paths.mark(held.slot)).await.ok()?;
+    let value = claim::parse_mark(&data)?;
+    (mark.version == held.mark_version + 1 && attempts.contains(&value))
+        .then_some((mark.version, value))
+}
+
+/// Writes `mark` with a compare-and-set on the mark's version, in a `multi` that also checks
+/// the slot node still exists at the version we created it with. That check alone does not
+/// prove the node is ours (any holder's node has version 0); the compare-and-set on the mark
+/// is what fences holders. Returns the mark node's new version.
 async fn write_mark(
     ctx: &Ctx,
     client: &zk::Client,
@@ -583,6 +673,16 @@ async fn write_mark(
 async fn release_slot(ctx: &Ctx, client: &zk::Client, held: &Held, highest: Option<Issued>) {
     ctx.tx.send_replace(LeaseState::Released);
     let down = super::mark_down(held.slot, held.floor, highest);
+    match client.get_data(&ctx.paths.slot(held.slot)).await {
+        Ok((_, stat)) if stat.ephemeral_owner == client.session_id().0 => {}
+        _ => {
+            tracing::warn!(
+                slot = held.slot,
+                "the slot node is no longer ours; nothing to release"
+            );
+            return;
+        }
+    }
     let mut w = client.new_multi_writer();
     let built = w
         .add_check_version(&ctx.paths.slot(held.slot), held.slot_version)

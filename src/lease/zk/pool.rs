@@ -1,5 +1,6 @@
-//! The pool as seen from ZooKeeper: live gauges for metrics (watches on `slots/` and
-//! `queue/`), and the report behind `idcar pool`.
+//! The pool as seen from ZooKeeper: gauges for metrics (watches on `slots/` and `queue/`,
+//! re-read at most once a second; while the session is down they keep their last values, and
+//! `idcar_zk_session_state` says so), and the report behind `idcar pool`.
 
 use super::{claim::parse_owner, session_gone, Owner, Paths};
 use crate::metrics::Metrics;
@@ -47,6 +48,9 @@ async fn follow(
             Ok((children, watcher)) => {
                 gauge.set(count(&children) as i64);
                 watcher.changed().await;
+                // At most one re-list a second per instance: 65 instances starting together
+                // must not turn every change into a herd of reads.
+                tokio::time::sleep(Duration::from_secs(1)).await;
             }
             Err(e) if session_gone(&e) => return,
             Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
