@@ -58,6 +58,10 @@ pub struct Service {
     regressions_seen: AtomicU64,
     /// Set once shutdown begins: readiness is false from then on.
     draining: AtomicBool,
+    /// Requests pass through here in arrival order (tokio's mutex is FIFO). One that must wait
+    /// for the next tick keeps its place, so later requests cannot take every fresh tick from
+    /// under it: waits are shared out in order instead of won by races.
+    lane: tokio::sync::Mutex<()>,
 }
 
 impl Service {
@@ -82,6 +86,7 @@ impl Service {
             limits,
             regressions_seen: AtomicU64::new(0),
             draining: AtomicBool::new(false),
+            lane: tokio::sync::Mutex::new(()),
         }))
     }
 
@@ -176,6 +181,19 @@ impl Service {
         let mut left = count as u32;
         let now = Instant::now();
         let deadline = now.checked_add(self.limits.max_wait).unwrap_or(now);
+        let _turn = match self.lane.try_lock() {
+            Ok(turn) => turn,
+            Err(_) => match tokio::time::timeout_at(deadline.into(), self.lane.lock()).await {
+                Ok(turn) => turn,
+                Err(_) => {
+                    self.metrics
+                        .refusals
+                        .with_label_values(&["timed_out"])
+                        .inc();
+                    return Err(IssueError::TimedOut(self.limits.max_wait));
+                }
+            },
+        };
         out.reserve(left as usize * self.layout.width());
         loop {
             let (wait_for, now_ns) = {
