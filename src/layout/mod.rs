@@ -43,6 +43,12 @@ impl Scheme {
             .saturating_add(self.epoch_unix_ns)
     }
 
+    /// How long from `now_unix_ns` until the clock is past tick `mark` (zero if it is).
+    pub fn wait_past(&self, mark: u64, now_unix_ns: u64) -> std::time::Duration {
+        let past = self.tick_start_ns(mark.saturating_add(1));
+        std::time::Duration::from_nanos(past.saturating_sub(now_unix_ns))
+    }
+
     /// IDs one slot can issue per tick.
     pub fn ids_per_tick(&self) -> u64 {
         u64::from(self.seq_max - self.seq_min) + 1

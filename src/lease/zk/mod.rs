@@ -201,8 +201,7 @@ impl Ctx {
 
     /// How long until the clock is past `mark`.
     fn wait_past(&self, mark: u64) -> Duration {
-        let past = self.scheme.tick_start_ns(mark.saturating_add(1));
-        Duration::from_nanos(past.saturating_sub(self.clock.now_unix_ns()))
+        self.scheme.wait_past(mark, self.clock.now_unix_ns())
     }
 }
 
