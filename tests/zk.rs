@@ -564,3 +564,52 @@ async fn digest_auth_protects_the_tree() {
     assert!(err.contains("not authorized"), "{err}");
     a.stop_ok().await;
 }
+
+/// A slot whose mark znode holds garbage is skipped (with an error logged), never claimed in a
+/// loop: the instance takes another slot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn corrupt_mark_is_skipped() {
+    let zk = Zk::standalone();
+    let connect = zk.connect();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let c = idcar::lease::zk::connect(&connect, Duration::from_secs(5), None)
+                .await
+                .unwrap();
+            let opts = zookeeper_client::CreateMode::Persistent
+                .with_acls(zookeeper_client::Acls::anyone_all());
+            c.mkdir("/idcar/lable64/5/marks", &opts).await.unwrap();
+            c.create("/idcar/lable64/5/marks/0", b"not-a-number", &opts)
+                .await
+                .unwrap();
+        })
+    })
+    .join()
+    .unwrap();
+    let mut a = start(
+        &zk,
+        &[
+            "--cluster-id",
+            "5",
+            "--generator-id",
+            "0",
+            "--pool-size",
+            "2",
+        ],
+    )
+    .await;
+    a.wait_ready(Duration::from_secs(15)).await;
+    assert_eq!(a.metric("idcar_lease_slot").await, Some(1.0));
+    assert!(a.logs().contains("unreadable"), "{}", a.logs());
+    let p = pool(&zk, 5);
+    assert_eq!(
+        p["held"].as_array().unwrap().len(),
+        1,
+        "slot 0 not left held: {p}"
+    );
+    a.stop_ok().await;
+}
