@@ -83,6 +83,17 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
             Arc::new(SkewedClock { skew_ns })
         }
     };
+    // Bind everything before taking the lease: a start that fails on a busy socket or port
+    // must not have written a time mark.
+    let admin = match cfg.admin_addr {
+        Some(addr) => Some(
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot bind the admin listener on {addr}"))?,
+        ),
+        None => None,
+    };
+    let (listener, socket_file) = server::socket::bind(&cfg.socket, cfg.socket_mode)?;
     let lease = match &cfg.lease {
         LeaseSource::Static { slot, state_file } => local::start(
             LocalConfig {
@@ -97,7 +108,8 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
             clock.clone(),
             metrics.clone(),
         )
-        .context("cannot take the static lease")?,
+        .context("cannot take the static lease")
+        .inspect_err(|_| socket_file.remove())?,
         LeaseSource::Zk(z) => zk::start(
             ZkConfig {
                 connect: z.connect.clone(),
@@ -122,19 +134,12 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
         .context("cannot start the timer thread")?;
     let follower = tokio::spawn(svc.clone().follow_lease());
 
-    // Bind everything before serving anything, so bind errors surface at once.
-    let admin = match cfg.admin_addr {
-        Some(addr) => Some(
-            tokio::net::TcpListener::bind(addr)
-                .await
-                .with_context(|| format!("cannot bind the admin listener on {addr}"))?,
-        ),
-        None => None,
-    };
-    let (listener, socket_file) = server::socket::bind(&cfg.socket, cfg.socket_mode)?;
     tracing::info!(
         socket = %cfg.socket.display(),
-        admin = ?admin.as_ref().and_then(|l| l.local_addr().ok()),
+        admin = %admin
+            .as_ref()
+            .and_then(|l| l.local_addr().ok())
+            .map_or("none".to_string(), |a| a.to_string()),
         layout = layout_name,
         cluster = cfg.cluster,
         lease = %match &cfg.lease {
@@ -225,11 +230,16 @@ async fn pool(a: PoolArgs) -> anyhow::Result<ExitCode> {
         .map_err(|e| UsageError(format!("--layout: {e}")))?;
     let client = tokio::time::timeout(
         a.zk_args.zk_session_timeout + Duration::from_secs(5),
-        zk::connect(&a.zk, a.zk_args.zk_session_timeout, auth.as_deref()),
+        zk::connect_once(&a.zk, a.zk_args.zk_session_timeout, auth.as_deref()),
     )
     .await
     .map_err(|_| anyhow::anyhow!("timed out connecting to ZooKeeper at {}", a.zk))?
-    .with_context(|| format!("cannot connect to ZooKeeper at {}", a.zk))?;
+    .with_context(|| {
+        format!(
+            "cannot connect to ZooKeeper at {} (is it running and reachable?)",
+            a.zk
+        )
+    })?;
     let slots = layout.scheme().slots;
     let pool_size = a.pool_size.unwrap_or(slots);
     if pool_size == 0 || pool_size > slots {

@@ -128,7 +128,8 @@ pub struct ServeArgs {
     /// Most client connections served at once; more wait in the listen backlog.
     #[arg(long, env = "IDCAR_MAX_CONNECTIONS", default_value_t = 1024)]
     pub max_connections: usize,
-    /// How long a connection may sit before sending its first request bytes or HTTP headers.
+    /// How long a connection may idle: before its first bytes, between binary frames, while
+    /// sending HTTP headers, or not reading a response.
     #[arg(long, env = "IDCAR_IDLE_TIMEOUT", default_value = "30s", value_parser = duration)]
     pub idle_timeout: Duration,
     /// How long shutdown waits for in-flight requests.
@@ -154,7 +155,7 @@ pub struct GetArgs {
     #[arg(long, short = 'f', env = "IDCAR_FORMAT")]
     pub format: Option<String>,
     /// Print the server's JSON instead of one ID per line.
-    #[arg(long, env = "IDCAR_JSON")]
+    #[arg(long, env = "IDCAR_JSON", value_parser = clap::builder::BoolishValueParser::new(), action = clap::ArgAction::SetTrue)]
     pub json: bool,
 }
 
@@ -176,13 +177,14 @@ pub struct PoolArgs {
     #[arg(long, env = "IDCAR_POOL_SIZE")]
     pub pool_size: Option<u32>,
     /// Print JSON.
-    #[arg(long, env = "IDCAR_JSON")]
+    #[arg(long, env = "IDCAR_JSON", value_parser = clap::builder::BoolishValueParser::new(), action = clap::ArgAction::SetTrue)]
     pub json: bool,
 }
 
 #[derive(Debug, Args)]
 pub struct DecodeArgs {
-    /// The ID, in any of the layout's text forms.
+    /// The ID, in any of the layout's text forms (a negative i64 is fine as it is).
+    #[arg(allow_hyphen_values = true)]
     pub id: String,
     /// Layout of the ID.
     #[arg(long, env = "IDCAR_LAYOUT", default_value = "lable64")]
@@ -191,6 +193,6 @@ pub struct DecodeArgs {
     #[arg(long, short = 'f', env = "IDCAR_FORMAT")]
     pub format: Option<String>,
     /// Print JSON.
-    #[arg(long, env = "IDCAR_JSON")]
+    #[arg(long, env = "IDCAR_JSON", value_parser = clap::builder::BoolishValueParser::new(), action = clap::ArgAction::SetTrue)]
     pub json: bool,
 }

@@ -98,6 +98,15 @@ pub const SESSION_STATES: [&str; 5] = [
     "auth_failed",
 ];
 
+/// Why a request was refused, as counted in `idcar_refusals_total{reason}`.
+pub const REFUSAL_REASONS: [&str; 5] = [
+    "no_lease",
+    "mark_reached",
+    "clock_behind",
+    "time_overflow",
+    "timed_out",
+];
+
 /// Why a lease was lost, as counted in `idcar_lease_losses_total{reason}`.
 pub const LOSS_REASONS: [&str; 3] = ["expired", "stolen", "unreachable"];
 
@@ -336,6 +345,10 @@ impl Metrics {
         };
         for reason in LOSS_REASONS {
             m.lease_losses.with_label_values(&[reason]);
+        }
+        // Every labelled series exists from the start, so alerts see zeros, not gaps.
+        for reason in REFUSAL_REASONS {
+            m.refusals.with_label_values(&[reason]);
         }
         m.lease_slot.set(-1);
         for i in Interface::ALL {

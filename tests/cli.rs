@@ -40,6 +40,19 @@ fn decode_prints_fields_and_json() {
     }
     let (code, out, _) = run(&["decode", "--format", "i64", "-1"]);
     assert_eq!(code, 2, "reserved bits set in all-ones: {out}");
+    // A negative i64 needs no `--`.
+    let (code, out, err) = run(&["decode", "-3795148059625652224"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("timestamp_ms: 143062936275"), "{out}");
+    let out = std::process::Command::new(BIN)
+        .args(["decode", "cb54ecf284000000"])
+        .env("IDCAR_JSON", "1")
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stdout).starts_with('{'),
+        "IDCAR_JSON=1 gives JSON"
+    );
     let (code, out, _) = run(&["decode", "624"]);
     assert_eq!(code, 0);
     assert!(out.contains("generator: 39"), "{out}");

@@ -276,6 +276,10 @@ async fn stale_socket_replaced_live_socket_and_locked_state_refused() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("another process is listening"));
+    assert!(
+        !other.path().join("s").exists(),
+        "a failed start wrote a time mark"
+    );
 
     // Same state file, other socket: refused because the state file is locked.
     let out = std::process::Command::new(BIN)

@@ -145,8 +145,12 @@ async fn maintain(
     let mut backoff = Duration::from_millis(100);
     loop {
         let want = mark.max(ctx.now_tick().saturating_add(horizon));
+        let t = Instant::now();
         let next = match ctx.write(want).await {
             Ok(()) => {
+                ctx.metrics
+                    .lease_renewal_seconds
+                    .observe(t.elapsed().as_secs_f64());
                 mark = want;
                 ctx.metrics.lease_renewals.with_label_values(&["ok"]).inc();
                 let w = Window {

@@ -51,6 +51,21 @@ impl StateFile {
             ),
             std::fs::TryLockError::Error(e) => err(path, format!("cannot lock: {e}")),
         })?;
+        // Holding the lock, no one else writes: temporary files beside ours are leftovers of
+        // a write cut short (a crash, a second signal).
+        if let (Some(dir), Some(name)) = (path.parent(), path.file_name()) {
+            let dir = if dir.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                dir
+            };
+            let prefix = format!("{}.tmp.", name.to_string_lossy());
+            for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+                if e.file_name().to_string_lossy().starts_with(&prefix) {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
         Ok(StateFile {
             path: path.to_owned(),
             _lock: lock,

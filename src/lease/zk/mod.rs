@@ -159,6 +159,22 @@ pub async fn connect(
     c.connect(connect).await
 }
 
+/// Like [`connect`], but fails as soon as every server has been tried once (for the CLI,
+/// where "connection refused" should say so at once rather than after a session timeout).
+pub async fn connect_once(
+    connect: &str,
+    session_timeout: Duration,
+    auth: Option<&str>,
+) -> Result<zk::Client, zk::Error> {
+    let mut c = zk::Client::connector()
+        .with_session_timeout(session_timeout)
+        .with_fail_eagerly();
+    if let Some(a) = auth {
+        c = c.with_auth("digest", a.as_bytes());
+    }
+    c.connect(connect).await
+}
+
 /// ACLs for nodes idcar creates: creator-only under digest auth, else open.
 pub(crate) fn acls(auth: bool) -> zk::Acls<'static> {
     if auth {
