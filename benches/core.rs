@@ -23,7 +23,14 @@ fn layout(c: &mut Criterion) {
     g.bench_function("unpack", |b| {
         b.iter(|| black_box(Fields::unpack(black_box(id))))
     });
-    let l = by_name("lable64", LayoutParams { cluster: 11 }).unwrap();
+    let l = by_name(
+        "lable64",
+        LayoutParams {
+            cluster: 11,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     let mut s = String::with_capacity(32);
     g.bench_function("format_hex", |b| {
         b.iter(|| {
@@ -42,7 +49,14 @@ fn layout(c: &mut Criterion) {
 }
 
 fn generator(c: &mut Criterion) {
-    let l = by_name("lable64", LayoutParams { cluster: 11 }).unwrap();
+    let l = by_name(
+        "lable64",
+        LayoutParams {
+            cluster: 11,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     let mut g = c.benchmark_group("generator");
     for batch in [1u32, 64, 1024] {
         g.throughput(Throughput::Elements(u64::from(batch)));

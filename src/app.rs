@@ -4,7 +4,7 @@
 use crate::cli::{Cli, Command, DecodeArgs, GetArgs, PoolArgs};
 use crate::clock::{Clock, SkewedClock, SystemClock};
 use crate::config::{self, LeaseSource, ServeConfig, UsageError};
-use crate::layout::{self, LayoutParams, TextForm};
+use crate::layout::{self, TextForm};
 use crate::lease::local::{self, LocalConfig};
 use crate::lease::zk::{self, ZkConfig};
 use crate::metrics::Metrics;
@@ -226,7 +226,7 @@ async fn get(a: GetArgs) -> anyhow::Result<ExitCode> {
 
 async fn pool(a: PoolArgs) -> anyhow::Result<ExitCode> {
     let (root, auth) = config::zk_settings(&a.zk, &a.zk_args)?;
-    let layout = layout::by_name(&a.layout, LayoutParams::default())
+    let layout = layout::by_name(&a.layout.layout, a.layout.params(a.cluster_id.unwrap_or(0)))
         .map_err(|e| UsageError(format!("--layout: {e}")))?;
     let client = tokio::time::timeout(
         a.zk_args.zk_session_timeout + Duration::from_secs(5),
@@ -257,7 +257,7 @@ async fn pool(a: PoolArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn decode(a: DecodeArgs) -> anyhow::Result<ExitCode> {
-    let layout = layout::by_name(&a.layout, LayoutParams::default())
+    let layout = layout::by_name(&a.layout.layout, a.layout.params(0))
         .map_err(|e| UsageError(format!("--layout: {e}")))?;
     let form = a
         .format

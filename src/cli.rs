@@ -49,6 +49,31 @@ pub enum Command {
     Pool(PoolArgs),
 }
 
+/// Which layout, with its parameters; shared by `serve`, `decode` and `pool`.
+#[derive(Debug, Args, Clone)]
+pub struct LayoutArgs {
+    /// ID layout: lable64 or si53.
+    #[arg(long, env = "IDCAR_LAYOUT", default_value = "lable64")]
+    pub layout: String,
+    /// si53: the base clock, Unix milliseconds (default 2020-01-01T00:00:00Z).
+    #[arg(long, env = "IDCAR_BASE_CLOCK", default_value_t = crate::layout::si53::DEFAULT_BASE_CLOCK_MS)]
+    pub base_clock: u64,
+    /// si53: machine-ID bits of the low 13 (the pool has 2^N slots; 0 = one instance).
+    #[arg(long, env = "IDCAR_MID_BITS", default_value_t = 5)]
+    pub mid_bits: u8,
+}
+
+impl LayoutArgs {
+    /// The layout parameters, with `cluster` for lable64 and the namespace.
+    pub fn params(&self, cluster: u8) -> crate::layout::LayoutParams {
+        crate::layout::LayoutParams {
+            cluster,
+            base_clock_ms: self.base_clock,
+            mid_bits: self.mid_bits,
+        }
+    }
+}
+
 /// ZooKeeper connection flags, shared by `serve` and `pool`.
 #[derive(Debug, Args, Clone)]
 pub struct ZkArgs {
@@ -86,9 +111,8 @@ pub struct ServeArgs {
     /// Address of the admin listener (/metrics, /healthz, /readyz), or `none`.
     #[arg(long, env = "IDCAR_ADMIN_ADDR", default_value = "127.0.0.1:9750")]
     pub admin_addr: String,
-    /// ID layout.
-    #[arg(long, env = "IDCAR_LAYOUT", default_value = "lable64")]
-    pub layout: String,
+    #[command(flatten)]
+    pub layout: LayoutArgs,
     /// Cluster ID (static; 0-15 for lable64).
     #[arg(long, env = "IDCAR_CLUSTER_ID", default_value_t = 0)]
     pub cluster_id: u8,
@@ -166,9 +190,8 @@ pub struct PoolArgs {
     pub zk: String,
     #[command(flatten)]
     pub zk_args: ZkArgs,
-    /// Layout whose pool to show.
-    #[arg(long, env = "IDCAR_LAYOUT", default_value = "lable64")]
-    pub layout: String,
+    #[command(flatten)]
+    pub layout: LayoutArgs,
     /// Only this cluster (default: every cluster found).
     #[arg(long, env = "IDCAR_CLUSTER_ID")]
     pub cluster_id: Option<u8>,
@@ -186,9 +209,8 @@ pub struct DecodeArgs {
     /// The ID, in any of the layout's text forms (a negative i64 is fine as it is).
     #[arg(allow_hyphen_values = true)]
     pub id: String,
-    /// Layout of the ID.
-    #[arg(long, env = "IDCAR_LAYOUT", default_value = "lable64")]
-    pub layout: String,
+    #[command(flatten)]
+    pub layout: LayoutArgs,
     /// Text form of the ID (hex, dec, i64); guessed from its shape when not given.
     #[arg(long, short = 'f', env = "IDCAR_FORMAT")]
     pub format: Option<String>,

@@ -2,7 +2,7 @@
 //! inconsistency reported as a [`UsageError`] (exit code 2) before anything starts.
 
 use crate::cli::{ServeArgs, ZkArgs};
-use crate::layout::{self, Layout, LayoutParams};
+use crate::layout::{self, Layout};
 use crate::server::ConnLimits;
 use crate::service::Limits;
 use std::net::SocketAddr;
@@ -96,14 +96,21 @@ fn mode(s: &str) -> Result<u32, UsageError> {
 
 impl ServeConfig {
     pub fn from_args(a: &ServeArgs) -> Result<ServeConfig, UsageError> {
-        let layout = layout::by_name(
-            &a.layout,
-            LayoutParams {
-                cluster: a.cluster_id,
-            },
-        )
-        .map_err(|e| UsageError(format!("--layout/--cluster-id: {e}")))?;
+        let layout =
+            layout::by_name(&a.layout.layout, a.layout.params(a.cluster_id)).map_err(|e| {
+                UsageError(format!(
+                    "--layout/--cluster-id/--base-clock/--mid-bits: {e}"
+                ))
+            })?;
         let scheme = layout.scheme();
+        let now_ns = crate::clock::Clock::now_unix_ns(&crate::clock::SystemClock);
+        if scheme.tick_at(now_ns).is_none() {
+            return usage(format!(
+                "--base-clock {} is in the future: layout {} cannot issue IDs before it",
+                a.layout.base_clock,
+                layout.name()
+            ));
+        }
         if let Some(g) = a.generator_id.filter(|g| *g >= scheme.slots) {
             return usage(format!(
                 "--generator-id {g} is out of range: layout {} has {} generator IDs (0-{})",

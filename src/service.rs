@@ -270,7 +270,14 @@ mod tests {
         clock: Arc<ManualClock>,
         window: Option<Window>,
     ) -> (Arc<Service>, watch::Sender<LeaseState>) {
-        let layout = by_name("lable64", LayoutParams { cluster: 3 }).unwrap();
+        let layout = by_name(
+            "lable64",
+            LayoutParams {
+                cluster: 3,
+                ..Default::default()
+            },
+        )
+        .unwrap();
         let state = match window {
             Some(w) => LeaseState::Held(w),
             None => LeaseState::Pending {

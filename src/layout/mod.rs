@@ -7,8 +7,10 @@
 //! layout is one new file plus one line in [`by_name`].
 
 pub mod lable64;
+pub mod si53;
 
 pub use lable64::Lable64;
+pub use si53::Si53;
 
 use serde_json::{Map, Value};
 
@@ -157,6 +159,10 @@ pub trait Layout: Send + Sync + std::fmt::Debug {
     fn default_form(&self) -> TextForm;
     /// Whether `form` is one of this layout's text forms.
     fn supports(&self, form: TextForm) -> bool;
+    /// Whether `form` is written as a JSON number (else a JSON string).
+    fn json_number(&self, _form: TextForm) -> bool {
+        false
+    }
     /// Appends the binary form of every ID in `run` to `out` (`run.len * width` bytes).
     fn pack_run(&self, run: &Run, out: &mut Vec<u8>);
     /// Appends the text form of one binary ID to `out`. `id` is `width` bytes.
@@ -168,18 +174,36 @@ pub trait Layout: Send + Sync + std::fmt::Debug {
 }
 
 /// Every layout name idcar knows, in the order the CLI lists them.
-pub const NAMES: &[&str] = &["lable64"];
+pub const NAMES: &[&str] = &["lable64", "si53"];
 
-/// Static configuration a layout may need (the cluster ID for lable64).
-#[derive(Clone, Copy, Debug, Default)]
+/// Static configuration a layout may need.
+#[derive(Clone, Copy, Debug)]
 pub struct LayoutParams {
+    /// lable64's cluster field (every layout's ZooKeeper namespace).
     pub cluster: u8,
+    /// si53's base clock, Unix milliseconds.
+    pub base_clock_ms: u64,
+    /// si53's MID bits (the rest of the low 13 bits are the UIN).
+    pub mid_bits: u8,
+}
+
+impl Default for LayoutParams {
+    fn default() -> LayoutParams {
+        LayoutParams {
+            cluster: 0,
+            base_clock_ms: si53::DEFAULT_BASE_CLOCK_MS,
+            mid_bits: 5,
+        }
+    }
 }
 
 /// Builds the layout called `name`, or says which names exist.
 pub fn by_name(name: &str, params: LayoutParams) -> Result<Box<dyn Layout>, String> {
     match name {
         "lable64" => Lable64::new(params.cluster)
+            .map(|l| Box::new(l) as Box<dyn Layout>)
+            .map_err(|e| e.to_string()),
+        "si53" => Si53::new(params.base_clock_ms, params.mid_bits)
             .map(|l| Box::new(l) as Box<dyn Layout>)
             .map_err(|e| e.to_string()),
         other => Err(format!(

@@ -193,6 +193,7 @@ async fn ids(svc: &Service, count: u64, form: Option<TextForm>, one: bool, json:
     let layout = svc.layout();
     let form = form.unwrap_or_else(|| layout.default_form());
     let width = layout.width();
+    let quote = json && !layout.json_number(form);
     let mut text = String::with_capacity(raw.len() / width * (2 * width + 4) + 16);
     text.push_str(match (json, one) {
         (true, true) => "{\"id\":",
@@ -200,13 +201,20 @@ async fn ids(svc: &Service, count: u64, form: Option<TextForm>, one: bool, json:
         _ => "",
     });
     for (i, id) in raw.chunks_exact(width).enumerate() {
-        if json {
-            text.push_str(if i == 0 { "\"" } else { ",\"" });
+        if json && i > 0 {
+            text.push(',');
+        }
+        if quote {
+            text.push('"');
         }
         layout
             .format(id, form, &mut text)
             .expect("the generator's IDs are valid for its layout");
-        text.push_str(if json { "\"" } else { "\n" });
+        text.push_str(match (json, quote) {
+            (true, true) => "\"",
+            (true, false) => "",
+            (false, _) => "\n",
+        });
     }
     if json {
         text.push_str(if one { "}\n" } else { "]}\n" });
