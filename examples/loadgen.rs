@@ -55,6 +55,10 @@ struct Args {
     /// Sequential requests per interface in the latency phase.
     #[arg(long, default_value_t = 20_000)]
     latency_requests: usize,
+    /// Text form asked for over HTTP (`format=`); it must parse as hex or decimal digits
+    /// (e.g. `hex` for ugd60). Default: the layout's own.
+    #[arg(long)]
+    http_format: Option<String>,
     /// The layout's cap in IDs per second (64,000 for lable64).
     #[arg(long, default_value_t = 64_000.0)]
     cap: f64,
@@ -227,7 +231,11 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let mut e = UnixStream::connect(&echo_path).await?;
     let mut b = BinaryClient::connect(&socket).await?;
     let mut h = HttpClient::connect(&socket).await?;
-    let block = 500usize;
+    let block = 500usize.min(args.latency_requests.max(1));
+    let fmt_q = args
+        .http_format
+        .as_ref()
+        .map_or(String::new(), |f| format!("&format={f}"));
     let mut st = [
         Stats {
             name: "echo (floor)".into(),
@@ -281,7 +289,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
         let t = Instant::now();
         for _ in 0..block {
             let s = Instant::now();
-            let r = h.get("/id", false).await?;
+            let r = h
+                .get(&format!("/id{}", fmt_q.replace('&', "?")), false)
+                .await?;
             st[2].lat.push(s.elapsed());
             anyhow::ensure!(r.status == 200, "HTTP {}: {}", r.status, r.body);
             dups += usize::from(!seen.insert(u128::from_str_radix(r.body.trim(), 16)?));
@@ -311,6 +321,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         for _ in 0..args.connections {
             let socket = socket.clone();
             let batch = args.batch;
+            let fmt_q = fmt_q.clone();
             tasks.push(tokio::spawn(async move {
                 // (completion time, IDs) per response, and every ID for the duplicate check.
                 let mut done: Vec<(Instant, usize)> = Vec::new();
@@ -330,7 +341,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
                     let s = Instant::now();
                     let before = ids.len();
                     if let Some(c) = http_c.as_mut() {
-                        let r = c.get(&format!("/ids?count={batch}"), false).await?;
+                        let r = c.get(&format!("/ids?count={batch}{fmt_q}"), false).await?;
                         anyhow::ensure!(r.status == 200, "HTTP {}: {}", r.status, r.body);
                         for l in r.body.lines() {
                             ids.push(u128::from_str_radix(l, 16)?);

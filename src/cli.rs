@@ -143,9 +143,10 @@ pub struct ServeArgs {
     /// How long start-up may wait for the clock to pass a stored time mark before giving up.
     #[arg(long, env = "IDCAR_MAX_CLOCK_WAIT", default_value = "10s", value_parser = duration)]
     pub max_clock_wait: Duration,
-    /// Largest number of IDs one request may ask for.
-    #[arg(long, env = "IDCAR_MAX_BATCH", default_value_t = 10_000)]
-    pub max_batch: u32,
+    /// Largest number of IDs one request may ask for (default: 10000, or what the layout
+    /// can issue in half the request timeout if that is less).
+    #[arg(long, env = "IDCAR_MAX_BATCH")]
+    pub max_batch: Option<u32>,
     /// Longest a request may wait for sequence numbers before it is refused (503).
     #[arg(long, env = "IDCAR_REQUEST_TIMEOUT", default_value = "5s", value_parser = duration)]
     pub request_timeout: Duration,

@@ -198,14 +198,17 @@ impl ServeConfig {
         }
         let per_second = scheme.ids_per_tick() as f64 * 1e9 / scheme.tick_ns as f64;
         let servable = per_second * a.request_timeout.as_secs_f64();
-        if a.max_batch == 0 || a.max_batch > 1_000_000 {
+        let max_batch = a
+            .max_batch
+            .unwrap_or_else(|| (servable / 2.0).clamp(1.0, 10_000.0) as u32);
+        if max_batch == 0 || max_batch > 1_000_000 {
             return usage("--max-batch must be between 1 and 1000000");
         }
-        if f64::from(a.max_batch) > servable {
+        if f64::from(max_batch) > servable {
             return usage(format!(
                 "--max-batch {} cannot be served within --request-timeout {:?}: layout {} issues \
                  at most {per_second:.0} IDs/s per slot",
-                a.max_batch,
+                max_batch,
                 a.request_timeout,
                 layout.name()
             ));
@@ -226,7 +229,7 @@ impl ServeConfig {
             renew_every: a.renew_interval,
             max_clock_wait: a.max_clock_wait,
             limits: Limits {
-                max_batch: a.max_batch,
+                max_batch,
                 max_wait: a.request_timeout,
             },
             conn: ConnLimits {

@@ -129,3 +129,86 @@ async fn si53_negotiated_pool_follows_mid_bits() {
     assert_eq!(v[0]["held"].as_array().unwrap().len(), 2);
     assert_eq!(v[0]["waiting"].as_array().unwrap().len(), 1);
 }
+
+/// ugd60 in static mode: a batch larger than one second's 1,024 sequence numbers waits for
+/// the next second; all unique, worker = the generator ID, the 10-character form decodes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ugd60_static_end_to_end() {
+    use idcar::layout::ugd60::{from_display, Fields, EPOCH_S};
+    let mut a = Idcar::start(&["--layout", "ugd60", "--generator-id", "300"]).await;
+    a.wait_ready(Duration::from_secs(10)).await;
+    let start_s = now_ms() / 1000;
+    let ids = a.take(2_000).await.unwrap();
+    let end_s = now_ms() / 1000;
+    assert_eq!(ids.len(), 2_000);
+    let mut seen = HashSet::new();
+    let mut seconds = HashSet::new();
+    for id in &ids {
+        let f = Fields::unpack(*id);
+        assert_eq!(f.worker, 300);
+        let s = EPOCH_S + u64::from(f.timestamp_s);
+        assert!(
+            s >= start_s && s <= end_s,
+            "{s} outside [{start_s}, {end_s}]"
+        );
+        seconds.insert(f.timestamp_s);
+        assert!(
+            seen.insert((f.timestamp_s, f.seq)),
+            "sequence repeated within a second"
+        );
+    }
+    assert!(seconds.len() >= 2, "2,000 IDs need at least two seconds");
+    let mut h = a.http().await;
+    let r = h.get("/ids?count=5", false).await.unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    for line in r.body.lines() {
+        assert_eq!(line.len(), 10);
+        assert_eq!(Fields::unpack(from_display(line).unwrap()).worker, 300);
+    }
+    let one = r.body.lines().next().unwrap();
+    let (code, out, err) = run(&["decode", "--layout", "ugd60", "--json", one]);
+    assert_eq!(code, 0, "{err}");
+    let d: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(d["worker"], 300);
+    for k in ["timestamp_s", "seq", "random", "time", "storage_hex"] {
+        assert!(d.get(k).is_some(), "{k}: {out}");
+    }
+    let r = h.get("/ids?count=3000", false).await.unwrap();
+    assert_eq!(
+        r.status, 400,
+        "above the layout's default batch: {}",
+        r.body
+    );
+    a.stop_ok().await;
+}
+
+/// ugd60 negotiated through ZooKeeper: the worker ID in every ID is the slot held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ugd60_negotiated_worker_is_the_slot() {
+    let zk = Zk::standalone();
+    let args = [
+        "--layout",
+        "ugd60",
+        "--zk",
+        &zk.connect(),
+        "--zk-session-timeout",
+        "2s",
+        "--threads",
+        "1",
+    ];
+    let a = Idcar::start(&args).await;
+    a.wait_ready(Duration::from_secs(15)).await;
+    assert_eq!(a.metric("idcar_pool_size").await, Some(512.0));
+    let slot = a.metric("idcar_lease_slot").await.unwrap();
+    let ids = a.take(100).await.unwrap();
+    assert!(ids
+        .iter()
+        .all(|id| f64::from(idcar::layout::ugd60::Fields::unpack(*id).worker) == slot));
+    let (code, out, err) = run(&["pool", "--zk", &zk.connect(), "--layout", "ugd60", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (v[0]["layout"].as_str(), v[0]["pool_size"].as_u64()),
+        (Some("ugd60"), Some(512))
+    );
+}

@@ -8,9 +8,11 @@
 
 pub mod lable64;
 pub mod si53;
+pub mod ugd60;
 
 pub use lable64::Lable64;
 pub use si53::Si53;
+pub use ugd60::Ugd60;
 
 use serde_json::{Map, Value};
 
@@ -81,6 +83,8 @@ pub enum TextForm {
     Dec,
     /// Signed 64-bit two's-complement decimal, for databases with signed keys.
     I64,
+    /// ugd60's 10-character display form over `A-Za-z0-9-_`.
+    B64,
 }
 
 impl TextForm {
@@ -89,6 +93,7 @@ impl TextForm {
             TextForm::Hex => "hex",
             TextForm::Dec => "dec",
             TextForm::I64 => "i64",
+            TextForm::B64 => "b64",
         }
     }
 
@@ -98,6 +103,7 @@ impl TextForm {
             "hex" => Ok(TextForm::Hex),
             "dec" => Ok(TextForm::Dec),
             "i64" => Ok(TextForm::I64),
+            "b64" => Ok(TextForm::B64),
             other => Err(LayoutError::UnknownForm(other.to_string())),
         }
     }
@@ -174,7 +180,7 @@ pub trait Layout: Send + Sync + std::fmt::Debug {
 }
 
 /// Every layout name idcar knows, in the order the CLI lists them.
-pub const NAMES: &[&str] = &["lable64", "si53"];
+pub const NAMES: &[&str] = &["lable64", "si53", "ugd60"];
 
 /// Static configuration a layout may need.
 #[derive(Clone, Copy, Debug)]
@@ -203,6 +209,7 @@ pub fn by_name(name: &str, params: LayoutParams) -> Result<Box<dyn Layout>, Stri
         "lable64" => Lable64::new(params.cluster)
             .map(|l| Box::new(l) as Box<dyn Layout>)
             .map_err(|e| e.to_string()),
+        "ugd60" => Ok(Box::new(Ugd60)),
         "si53" => Si53::new(params.base_clock_ms, params.mid_bits)
             .map(|l| Box::new(l) as Box<dyn Layout>)
             .map_err(|e| e.to_string()),
