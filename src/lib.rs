@@ -2,11 +2,12 @@
 //!
 //! The map of the crate, from the pure core outwards:
 //!
-//! - [`layout`]: ID layouts (bit packing and text forms); pure.
+//! - [`layout`]: ID layouts (bit packing and text forms: `lable64`, `si53`, `ugd60`); pure.
 //! - [`generator`]: the per-lease sequence state machine; pure, time passed in.
 //! - [`clock`], [`timer`]: the wall clock seam and precise sub-millisecond waits.
 //! - [`lease`]: who may issue for which slot up to which time; [`lease::local`] keeps a static
-//!   slot's time mark in a state file.
+//!   slot's time mark in a state file, [`lease::zk`] negotiates a slot in ZooKeeper and fences
+//!   it with a compare-and-set time mark.
 //! - [`service`]: generator + lease + clock, the one entry point for issuing IDs.
 //! - [`server`]: the Unix-socket API (HTTP/1.1 and a binary protocol) and the admin listener.
 //! - [`metrics`]: every Prometheus metric, typed.

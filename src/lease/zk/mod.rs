@@ -16,7 +16,7 @@
 //! if no older holder wrote in between, and every later write of the older holder fails.
 //!
 //! The maintainer task ([`start`]) loops over sessions; within a session it claims
-//! ([`claim`]), waits for the clock to pass the mark, writes `now + horizon`, publishes the
+//! (`claim`), waits for the clock to pass the mark, writes `now + horizon`, publishes the
 //! lease, renews, and on release writes the mark down to the highest tick issued and deletes
 //! its slot node in one `multi`. A version mismatch or a vanished slot node stops issuing at
 //! once and claims again; an unreachable ZooKeeper leaves the last mark in force (the generator
