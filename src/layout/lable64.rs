@@ -13,7 +13,7 @@
 //!   digits are `hex` (so a 16-digit decimal must be parsed with `dec` named), other digit
 //!   strings are `dec`.
 
-use super::{Layout, LayoutError, Run, Scheme, TextForm};
+use super::{be_u64, Layout, LayoutError, Run, Scheme, TextForm};
 use serde_json::{Map, Value};
 
 const TIME_BITS: u32 = 42;
@@ -91,14 +91,6 @@ impl Lable64 {
         }
         Ok(Lable64 { cluster })
     }
-}
-
-fn id_of(bytes: &[u8]) -> Result<u64, LayoutError> {
-    let arr: [u8; 8] = bytes.try_into().map_err(|_| LayoutError::WrongLength {
-        expected: "8 bytes".into(),
-        got: bytes.len(),
-    })?;
-    Ok(u64::from_be_bytes(arr))
 }
 
 fn parse_hex(text: &str) -> Result<u64, LayoutError> {
@@ -205,7 +197,7 @@ impl Layout for Lable64 {
 
     fn format(&self, id: &[u8], form: TextForm, out: &mut String) -> Result<(), LayoutError> {
         use std::fmt::Write;
-        let id = id_of(id)?;
+        let id = be_u64(id)?;
         match form {
             TextForm::Hex => write!(out, "{id:016x}"),
             TextForm::Dec => write!(out, "{id}"),
@@ -251,7 +243,7 @@ impl Layout for Lable64 {
     }
 
     fn decode(&self, id: &[u8]) -> Result<Map<String, Value>, LayoutError> {
-        let raw = id_of(id)?;
+        let raw = be_u64(id)?;
         let f = Fields::unpack(raw)?;
         let mut m = Map::new();
         m.insert("layout".into(), "lable64".into());
@@ -309,7 +301,7 @@ mod tests {
             assert_eq!(format!("{id:016x}"), v.hex, "pack {f:?}");
             let l = Lable64::new(v.cluster).unwrap();
             let bytes = l.parse(&v.hex, Some(TextForm::Hex)).unwrap();
-            assert_eq!(Fields::unpack(id_of(&bytes).unwrap()).unwrap(), f);
+            assert_eq!(Fields::unpack(be_u64(&bytes).unwrap()).unwrap(), f);
             let run = Run {
                 tick: v.timestamp_ms,
                 seq: v.sequence.into(),
@@ -435,7 +427,7 @@ mod tests {
             l.pack_run(&Run { tick: f.timestamp_ms, seq, len, slot: f.generator.into() }, &mut out);
             prop_assert_eq!(out.len(), len as usize * 8);
             for (i, chunk) in out.chunks(8).enumerate() {
-                let got = Fields::unpack(id_of(chunk).unwrap()).unwrap();
+                let got = Fields::unpack(be_u64(chunk).unwrap()).unwrap();
                 prop_assert_eq!(got, Fields { sequence: (seq + i as u32) as u8, ..f });
             }
         }

@@ -220,6 +220,15 @@ pub fn by_name(name: &str, params: LayoutParams) -> Result<Box<dyn Layout>, Stri
     }
 }
 
+/// An 8-byte binary ID as the big-endian integer it holds.
+pub(crate) fn be_u64(bytes: &[u8]) -> Result<u64, LayoutError> {
+    let arr: [u8; 8] = bytes.try_into().map_err(|_| LayoutError::WrongLength {
+        expected: "8 bytes".into(),
+        got: bytes.len(),
+    })?;
+    Ok(u64::from_be_bytes(arr))
+}
+
 /// RFC 3339 text for a Unix time in nanoseconds, with the given sub-second precision.
 pub(crate) fn rfc3339_millis(unix_ns: u64) -> String {
     let t = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(unix_ns);

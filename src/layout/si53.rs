@@ -16,7 +16,7 @@
 //! - Decoded fields are named as the seed names them: `MAB`, `MID`, `UIN` (plus
 //!   `timestamp_ms` and `time`).
 
-use super::{Layout, LayoutError, Run, Scheme, TextForm};
+use super::{be_u64, Layout, LayoutError, Run, Scheme, TextForm};
 use serde_json::{Map, Value};
 
 /// The largest safe JavaScript integer.
@@ -102,14 +102,6 @@ impl Si53 {
     }
 }
 
-fn value_of(bytes: &[u8]) -> Result<u64, LayoutError> {
-    let arr: [u8; 8] = bytes.try_into().map_err(|_| LayoutError::WrongLength {
-        expected: "8 bytes".into(),
-        got: bytes.len(),
-    })?;
-    Ok(u64::from_be_bytes(arr))
-}
-
 impl Layout for Si53 {
     fn name(&self) -> &'static str {
         "si53"
@@ -158,7 +150,7 @@ impl Layout for Si53 {
                 layout: "si53",
             });
         }
-        write!(out, "{}", value_of(id)?).expect("writing to a String cannot fail");
+        write!(out, "{}", be_u64(id)?).expect("writing to a String cannot fail");
         Ok(())
     }
 
@@ -188,7 +180,7 @@ impl Layout for Si53 {
     }
 
     fn decode(&self, id: &[u8]) -> Result<Map<String, Value>, LayoutError> {
-        let v = value_of(id)?;
+        let v = be_u64(id)?;
         let (mab, mid, uin) = self.unpack(v)?;
         let ms = self.base_ms + mab;
         let mut m = Map::new();
@@ -248,7 +240,7 @@ mod tests {
                 assert_eq!(l.pack(ms, mid, uin), Some(value), "{line}");
                 let bytes = l.parse(v["value_str"].as_str().unwrap(), None).unwrap();
                 assert_eq!(
-                    l.unpack(value_of(&bytes).unwrap()).unwrap(),
+                    l.unpack(be_u64(&bytes).unwrap()).unwrap(),
                     (ms - base, mid, uin)
                 );
                 let mut out = Vec::new();

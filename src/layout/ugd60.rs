@@ -15,7 +15,7 @@
 //! (3600 s) is what the lease provides: the worker ID is held only while the lease is valid,
 //! renewed in the background, and fenced by its time mark (see the README).
 
-use super::{Layout, LayoutError, Run, Scheme, TextForm};
+use super::{be_u64, Layout, LayoutError, Run, Scheme, TextForm};
 use serde_json::{Map, Value};
 
 const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
@@ -95,11 +95,7 @@ pub fn from_display(text: &str) -> Result<u64, LayoutError> {
 pub struct Ugd60;
 
 fn value_of(bytes: &[u8]) -> Result<u64, LayoutError> {
-    let arr: [u8; 8] = bytes.try_into().map_err(|_| LayoutError::WrongLength {
-        expected: "8 bytes".into(),
-        got: bytes.len(),
-    })?;
-    let v = u64::from_be_bytes(arr);
+    let v = be_u64(bytes)?;
     if v > MAX60 {
         return Err(LayoutError::OutOfRange {
             field: "ugd60 ID",
