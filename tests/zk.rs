@@ -613,3 +613,68 @@ async fn corrupt_mark_is_skipped() {
     );
     a.stop_ok().await;
 }
+
+/// A renewal applied by the server whose reply is lost: the next renewal conflicts with our own
+/// write, which idcar recognises (the slot node is still this session's, the mark holds a value
+/// it wrote), so the lease is kept: no loss, no re-claim, no gap in serving past the mark.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_reply_to_an_applied_renewal_keeps_the_lease() {
+    let zk = Zk::standalone();
+    let proxy = common::proxy::Proxy::start(zk.connect()).await;
+    let via = format!("127.0.0.1:{}", proxy.port);
+    let a = start(
+        &zk,
+        &[
+            "--zk",
+            &via,
+            "--zk-session-timeout",
+            "6s",
+            "--lease-horizon",
+            "4s",
+            "--renew-interval",
+            "200ms",
+        ],
+    )
+    .await;
+    a.wait_ready(Duration::from_secs(15)).await;
+    let renewals = a
+        .metric("idcar_lease_renewals_total{result=\"ok\"}")
+        .await
+        .unwrap();
+    // Requests still reach the server (renewals are applied) but no reply comes back...
+    proxy.drop_replies(true);
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    // ...then the connection breaks: the client reconnects within its session.
+    proxy.drop_replies(false);
+    proxy.reset();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while a
+        .metric("idcar_lease_renewals_total{result=\"ok\"}")
+        .await
+        .unwrap()
+        < renewals + 5.0
+    {
+        assert!(
+            Instant::now() < deadline,
+            "renewals did not resume: {}",
+            a.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let logs = a.logs();
+    assert_eq!(
+        a.metric("idcar_lease_claims_total").await,
+        Some(1.0),
+        "{logs}"
+    );
+    assert_eq!(
+        a.metric("idcar_lease_losses_total{reason=\"stolen\"}")
+            .await,
+        Some(0.0)
+    );
+    assert!(
+        logs.contains("an earlier mark write had gone through"),
+        "{logs}"
+    );
+    assert_eq!(a.admin_get("/readyz").await.0, 200);
+}

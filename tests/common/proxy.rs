@@ -12,6 +12,9 @@ use tokio::task::JoinSet;
 pub struct Proxy {
     pub port: u16,
     blackhole: Arc<AtomicBool>,
+    drop_replies: Arc<AtomicBool>,
+    /// Bumped to cut every open connection.
+    epoch: Arc<std::sync::atomic::AtomicU64>,
     _tasks: JoinSet<()>,
 }
 
@@ -21,8 +24,11 @@ impl Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let blackhole = Arc::new(AtomicBool::new(false));
+        let drop_replies = Arc::new(AtomicBool::new(false));
+        let epoch = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let mut tasks = JoinSet::new();
         let bh = blackhole.clone();
+        let (dr, ep) = (drop_replies.clone(), epoch.clone());
         tasks.spawn(async move {
             // Each connection's copies live in this set and end with the proxy.
             let mut conns = JoinSet::new();
@@ -30,15 +36,18 @@ impl Proxy {
                 let Ok(up) = TcpStream::connect(&target).await else {
                     continue;
                 };
-                let (dr, dw) = down.into_split();
+                let (dr_, dw) = down.into_split();
                 let (ur, uw) = up.into_split();
-                conns.spawn(copy(dr, uw, bh.clone()));
-                conns.spawn(copy(ur, dw, bh.clone()));
+                let born = ep.load(Ordering::SeqCst);
+                conns.spawn(copy(dr_, uw, bh.clone(), None, ep.clone(), born));
+                conns.spawn(copy(ur, dw, bh.clone(), Some(dr.clone()), ep.clone(), born));
             }
         });
         Proxy {
             port,
             blackhole,
+            drop_replies,
+            epoch,
             _tasks: tasks,
         }
     }
@@ -47,16 +56,39 @@ impl Proxy {
     pub fn blackhole(&self, on: bool) {
         self.blackhole.store(on, Ordering::SeqCst);
     }
+
+    /// While on, requests reach the server but its replies are dropped.
+    pub fn drop_replies(&self, on: bool) {
+        self.drop_replies.store(on, Ordering::SeqCst);
+    }
+
+    /// Cuts every open connection (new ones are forwarded normally).
+    pub fn reset(&self) {
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+    }
 }
 
 async fn copy(
     mut from: tokio::net::tcp::OwnedReadHalf,
     mut to: tokio::net::tcp::OwnedWriteHalf,
     blackhole: Arc<AtomicBool>,
+    drop_these: Option<Arc<AtomicBool>>,
+    epoch: Arc<std::sync::atomic::AtomicU64>,
+    born: u64,
 ) {
     let mut buf = vec![0u8; 16 * 1024];
     loop {
-        let n = from.read(&mut buf).await.unwrap_or(0);
+        let n = tokio::select! {
+            r = from.read(&mut buf) => r.unwrap_or(0),
+            _ = async {
+                while epoch.load(Ordering::SeqCst) == born {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            } => {
+                let _ = to.shutdown().await;
+                return;
+            }
+        };
         if n == 0 {
             // A partitioned peer sees no close either: hold the other side open, silently,
             // until the partition ends (then close) or the proxy is dropped.
@@ -66,7 +98,11 @@ async fn copy(
             let _ = to.shutdown().await;
             return;
         }
-        if blackhole.load(Ordering::SeqCst) {
+        if blackhole.load(Ordering::SeqCst)
+            || drop_these
+                .as_ref()
+                .is_some_and(|d| d.load(Ordering::SeqCst))
+        {
             continue;
         }
         if to.write_all(&buf[..n]).await.is_err() {
