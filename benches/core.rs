@@ -9,6 +9,18 @@ use idcar::generator::{Generator, Take, Window};
 use idcar::layout::lable64::Fields;
 use idcar::layout::{by_name, LayoutParams, Run};
 
+/// The lable64 layout for cluster 11, as every benchmark here uses it.
+fn layout11() -> Box<dyn idcar::layout::Layout> {
+    by_name(
+        "lable64",
+        LayoutParams {
+            cluster: 11,
+            ..Default::default()
+        },
+    )
+    .unwrap()
+}
+
 fn layout(c: &mut Criterion) {
     let f = Fields {
         timestamp_ms: 1_795_321_511_051,
@@ -23,14 +35,7 @@ fn layout(c: &mut Criterion) {
     g.bench_function("unpack", |b| {
         b.iter(|| black_box(Fields::unpack(black_box(id))))
     });
-    let l = by_name(
-        "lable64",
-        LayoutParams {
-            cluster: 11,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let l = layout11();
     let mut s = String::with_capacity(32);
     g.bench_function("format_hex", |b| {
         b.iter(|| {
@@ -49,14 +54,7 @@ fn layout(c: &mut Criterion) {
 }
 
 fn generator(c: &mut Criterion) {
-    let l = by_name(
-        "lable64",
-        LayoutParams {
-            cluster: 11,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let l = layout11();
     let mut g = c.benchmark_group("generator");
     for batch in [1u32, 64, 1024] {
         g.throughput(Throughput::Elements(u64::from(batch)));

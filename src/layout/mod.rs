@@ -220,6 +220,14 @@ pub fn by_name(name: &str, params: LayoutParams) -> Result<Box<dyn Layout>, Stri
     }
 }
 
+/// The JSON lines of a known-answer vectors file (for the layouts' tests).
+#[cfg(test)]
+pub(crate) fn vector_lines(text: &'static str) -> impl Iterator<Item = serde_json::Value> {
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).expect("vector line is JSON"))
+}
+
 /// An 8-byte binary ID as the big-endian integer it holds.
 pub(crate) fn be_u64(bytes: &[u8]) -> Result<u64, LayoutError> {
     let arr: [u8; 8] = bytes.try_into().map_err(|_| LayoutError::WrongLength {

@@ -231,11 +231,8 @@ mod tests {
     #[test]
     fn known_answers_both_directions() {
         let mut checked = 0;
-        for line in include_str!("../../tests/vectors/ugd60.jsonl")
-            .lines()
-            .filter(|l| !l.trim().is_empty())
-        {
-            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        for v in super::super::vector_lines(include_str!("../../tests/vectors/ugd60.jsonl")) {
+            let line = v.to_string();
             let l = Ugd60;
             if let Some(ts) = v["timestamp_s"].as_u64() {
                 let f = Fields {
