@@ -10,7 +10,12 @@
 //!   (the mark the lease last wrote), which is what makes IDs unique across successive holders;
 //! - when the wall clock steps back, issuing continues from the last tick used, moving one tick
 //!   ahead each time a tick's sequence is spent (a logical clock ahead of the wall clock), and
-//!   stops at the mark; the regression is counted once per step.
+//!   stops at the mark; the regression is counted once per step;
+//! - with a tick-tock scheme (sno80) a step back first tries the other timeline: it switches
+//!   there, at the wall clock's tick, when nothing was issued on that timeline at or after that
+//!   tick — so `(timeline, tick, seq)` never repeats, and each timeline alone strictly increases;
+//! - with a lead (muid128) a spent tick moves on to the next one while that stays within
+//!   `lead_ticks` of the wall clock (and within the mark), instead of waiting for the clock.
 
 use crate::layout::{Run, Scheme};
 
@@ -77,6 +82,12 @@ pub struct Generator {
     next_seq: u32,
     /// Whether the wall clock is currently behind `tick` (a regression in progress).
     behind: bool,
+    /// The last wall-clock tick seen: a lower reading is a step back.
+    wall: u64,
+    /// The tick-tock timeline in use (always 0 without `tick_tock`).
+    timeline: u8,
+    /// No tick above this was issued on the other timeline (at least the floor).
+    other: u64,
     /// The slot the sequence state belongs to.
     slot: Option<u32>,
     /// The highest tick issued for `slot`, if any.
@@ -95,6 +106,9 @@ impl Generator {
             tick: 0,
             next_seq: scheme.seq_max + 1,
             behind: false,
+            wall: 0,
+            timeline: 0,
+            other: 0,
             slot: None,
             highest: None,
             closed: false,
@@ -131,13 +145,18 @@ impl Generator {
                 self.next_seq = self.scheme.seq_max + 1;
                 self.behind = false;
             }
+            self.other = self.other.max(new.floor);
         } else {
             self.slot = Some(new.slot);
             self.tick = new.floor;
             self.next_seq = self.scheme.seq_max + 1;
             self.behind = false;
+            self.other = new.floor;
             self.highest = None;
         }
+        // A clock reading below the floor is treated as a step back: some holder already
+        // issued up to the floor, so issuing runs ahead of the clock from there.
+        self.wall = self.wall.max(new.floor);
         self.window = Some(Window { mark, ..new });
     }
 
@@ -174,6 +193,24 @@ impl Generator {
     #[inline]
     pub fn take(&mut self, now: u64, want: u32) -> Result<Take, Refusal> {
         let w = self.window.ok_or(Refusal::NoLease)?;
+        if now < self.wall {
+            // The clock stepped back since the last reading (readings are taken under the
+            // same lock, so this is the clock's doing, not a race between requests).
+            self.regressions += 1;
+            if now < self.tick {
+                if self.scheme.tick_tock && now > self.other {
+                    // Nothing was issued on the other timeline at or after `now`: move there.
+                    self.other = self.tick;
+                    self.timeline ^= 1;
+                    self.tick = now;
+                    self.next_seq = self.scheme.seq_min;
+                    self.behind = false;
+                } else {
+                    self.behind = true;
+                }
+            }
+        }
+        self.wall = now;
         if now > self.tick {
             if now > w.mark {
                 return Err(Refusal::MarkReached { mark: w.mark });
@@ -184,21 +221,26 @@ impl Generator {
         } else if now == self.tick {
             // The wall clock has caught up with the logical one.
             self.behind = false;
-        } else if !self.behind {
-            self.behind = true;
-            self.regressions += 1;
         }
         if self.next_seq > self.scheme.seq_max {
-            if !self.behind {
+            let lead = self.scheme.lead_ticks;
+            if !self.behind && self.tick >= now.saturating_add(lead) {
                 self.exhausted += 1;
                 return Ok(Take::WaitFor {
-                    tick: self.tick + 1,
+                    tick: self.tick + 1 - lead,
                 });
             }
-            // The wall clock is behind: run ahead logically, never past the mark.
             if self.tick >= w.mark {
-                return Err(Refusal::ClockBehind { mark: w.mark });
+                if self.behind {
+                    return Err(Refusal::ClockBehind { mark: w.mark });
+                }
+                // The lead ran into the mark: wait for the clock to pass it (a renewal
+                // raises the mark; otherwise the next take refuses).
+                self.exhausted += 1;
+                return Ok(Take::WaitFor { tick: w.mark + 1 });
             }
+            // Run ahead of the wall clock: after a step back without bound (up to the
+            // mark), else within the lead.
             self.tick += 1;
             self.next_seq = self.scheme.seq_min;
         }
@@ -214,10 +256,11 @@ impl Generator {
             seq: self.next_seq,
             len,
             slot: w.slot,
+            timeline: self.timeline,
         };
         self.next_seq += len;
         if len > 0 {
-            self.highest = Some(self.tick);
+            self.highest = Some(self.highest.map_or(self.tick, |h| h.max(self.tick)));
         }
         Ok(Take::Run(run))
     }
@@ -236,6 +279,8 @@ mod tests {
             seq_min: 0,
             seq_max: 63,
             slots: 64,
+            tick_tock: false,
+            lead_ticks: 0,
         }
     }
 
@@ -265,7 +310,8 @@ mod tests {
                 tick: 100,
                 seq: 0,
                 len: 60,
-                slot: 7
+                slot: 7,
+                timeline: 0,
             }))
         );
         assert_eq!(
@@ -274,7 +320,8 @@ mod tests {
                 tick: 100,
                 seq: 60,
                 len: 4,
-                slot: 7
+                slot: 7,
+                timeline: 0,
             }))
         );
         assert_eq!(g.take(100, 1), Ok(Take::WaitFor { tick: 101 }));
@@ -285,7 +332,8 @@ mod tests {
                 tick: 101,
                 seq: 0,
                 len: 1,
-                slot: 7
+                slot: 7,
+                timeline: 0,
             }))
         );
     }

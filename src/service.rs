@@ -7,7 +7,7 @@
 
 use crate::clock::Clock;
 use crate::generator::{Generator, Issued, Refusal, Take};
-use crate::layout::{Layout, Scheme};
+use crate::layout::{Ask, Layout, Scheme};
 use crate::lease::LeaseState;
 use crate::metrics::Metrics;
 use crate::timer::Timer;
@@ -203,7 +203,7 @@ impl Service {
                 let outcome = loop {
                     match g.take(now, left) {
                         Ok(Take::Run(run)) => {
-                            self.layout.pack_run(&run, out);
+                            self.layout.pack_run(&run, &Ask::default(), run.len, out);
                             left -= run.len;
                             if left == 0 {
                                 break Ok(None);

@@ -13,7 +13,7 @@
 //!   digits are `hex` (so a 16-digit decimal must be parsed with `dec` named), other digit
 //!   strings are `dec`.
 
-use super::{be_u64, Layout, LayoutError, Run, Scheme, TextForm};
+use super::{be_u64, Ask, Layout, LayoutError, Run, Scheme, TextForm};
 use serde_json::{Map, Value};
 
 const TIME_BITS: u32 = 42;
@@ -171,6 +171,8 @@ impl Layout for Lable64 {
             seq_min: 0,
             seq_max: 63,
             slots: 64,
+            tick_tock: false,
+            lead_ticks: 0,
         }
     }
 
@@ -182,7 +184,7 @@ impl Layout for Lable64 {
         matches!(form, TextForm::Hex | TextForm::Dec | TextForm::I64)
     }
 
-    fn pack_run(&self, run: &Run, out: &mut Vec<u8>) {
+    fn pack_run(&self, run: &Run, _ask: &Ask, _count: u32, out: &mut Vec<u8>) {
         // Everything but the sequence is the same for the whole run: pack it once.
         let base = pack(run.tick, 0, u64::from(run.slot), u64::from(self.cluster));
         if run.len == 1 {
@@ -202,9 +204,9 @@ impl Layout for Lable64 {
             TextForm::Hex => write!(out, "{id:016x}"),
             TextForm::Dec => write!(out, "{id}"),
             TextForm::I64 => write!(out, "{}", id as i64),
-            TextForm::B64 => {
+            other => {
                 return Err(LayoutError::UnsupportedForm {
-                    form: "b64",
+                    form: other.name(),
                     layout: "lable64",
                 })
             }
@@ -218,9 +220,9 @@ impl Layout for Lable64 {
             Some(TextForm::Hex) => parse_hex(text)?,
             Some(TextForm::Dec) => parse_dec(text)?,
             Some(TextForm::I64) => parse_i64(text)?,
-            Some(TextForm::B64) => {
+            Some(other) => {
                 return Err(LayoutError::UnsupportedForm {
-                    form: "b64",
+                    form: other.name(),
                     layout: "lable64",
                 })
             }
@@ -307,9 +309,10 @@ mod tests {
                 seq: v.sequence.into(),
                 len: 1,
                 slot: v.generator.into(),
+                timeline: 0,
             };
             let mut out = Vec::new();
-            l.pack_run(&run, &mut out);
+            l.pack_run(&run, &Ask::default(), 1, &mut out);
             assert_eq!(out, id.to_be_bytes());
         }
     }
@@ -424,7 +427,7 @@ mod tests {
             let l = Lable64::new(f.cluster).unwrap();
             let seq = u32::from(f.sequence).min(64 - len);
             let mut out = Vec::new();
-            l.pack_run(&Run { tick: f.timestamp_ms, seq, len, slot: f.generator.into() }, &mut out);
+            l.pack_run(&Run { tick: f.timestamp_ms, seq, len, slot: f.generator.into(), timeline: 0 }, &Ask::default(), len, &mut out);
             prop_assert_eq!(out.len(), len as usize * 8);
             for (i, chunk) in out.chunks(8).enumerate() {
                 let got = Fields::unpack(be_u64(chunk).unwrap()).unwrap();

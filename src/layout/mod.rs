@@ -31,6 +31,13 @@ pub struct Scheme {
     pub seq_max: u32,
     /// How many slots (generator IDs) the pool has per cluster.
     pub slots: u32,
+    /// sno80's tick-tock bit: on a clock regression the generator switches to the other of
+    /// two timelines instead of running ahead, when that timeline is unused at the current time.
+    pub tick_tock: bool,
+    /// How many ticks the generator may issue ahead of the wall clock (within the lease mark)
+    /// when a tick's sequence is spent. 0 waits for the next tick; muid128, one ID per
+    /// microsecond, borrows up to a millisecond so a batch is not a thousand separate waits.
+    pub lead_ticks: u64,
 }
 
 impl Scheme {
@@ -66,12 +73,26 @@ impl Scheme {
 }
 
 /// A contiguous run of IDs from one tick: sequences `seq .. seq + len` of slot `slot`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Run {
     pub tick: u64,
     pub seq: u32,
     pub len: u32,
     pub slot: u32,
+    /// The tick-tock timeline (0 or 1); always 0 unless the scheme has `tick_tock`.
+    pub timeline: u8,
+}
+
+/// Per-request options. Each layout says which it honours ([`Layout::check`]); the rest are
+/// refused with a clear error rather than ignored.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Ask {
+    /// sno80's metabyte (0 when not given).
+    pub meta: Option<u8>,
+    /// The IDs of one transaction (muid128): the whole request shares one tick and sequence
+    /// number — one timestamp and medallion — and the layout tells the IDs apart (offsets
+    /// 1..N). The generator then hands out a run of length 1 for the whole request.
+    pub transaction: bool,
 }
 
 /// A text form of an ID. Each layout supports some of them and names a default.
@@ -85,6 +106,10 @@ pub enum TextForm {
     I64,
     /// ugd60's 10-character display form over `A-Za-z0-9-_`.
     B64,
+    /// sno80's 16-character base32 over `23456789abcdefghijklmnopqrstuvwx`.
+    B32,
+    /// muid128's upper-case hex in 13-11-8 groups joined by `-`.
+    Muid,
 }
 
 impl TextForm {
@@ -94,6 +119,8 @@ impl TextForm {
             TextForm::Dec => "dec",
             TextForm::I64 => "i64",
             TextForm::B64 => "b64",
+            TextForm::B32 => "b32",
+            TextForm::Muid => "muid",
         }
     }
 
@@ -104,6 +131,8 @@ impl TextForm {
             "dec" => Ok(TextForm::Dec),
             "i64" => Ok(TextForm::I64),
             "b64" => Ok(TextForm::B64),
+            "b32" => Ok(TextForm::B32),
+            "muid" => Ok(TextForm::Muid),
             other => Err(LayoutError::UnknownForm(other.to_string())),
         }
     }
@@ -137,6 +166,13 @@ pub enum LayoutError {
     },
     #[error("not a {layout} ID: {why}")]
     Unrecognised { layout: &'static str, why: String },
+    #[error("{option} is not an option of layout {layout}")]
+    UnsupportedOption {
+        option: &'static str,
+        layout: &'static str,
+    },
+    #[error("{0}")]
+    Invalid(String),
 }
 
 impl LayoutError {
@@ -149,6 +185,8 @@ impl LayoutError {
             LayoutError::UnknownForm(_) => "unknown_form",
             LayoutError::UnsupportedForm { .. } => "unsupported_form",
             LayoutError::Unrecognised { .. } => "unrecognised",
+            LayoutError::UnsupportedOption { .. } => "unsupported_option",
+            LayoutError::Invalid(_) => "invalid",
         }
     }
 }
@@ -169,8 +207,25 @@ pub trait Layout: Send + Sync + std::fmt::Debug {
     fn json_number(&self, _form: TextForm) -> bool {
         false
     }
-    /// Appends the binary form of every ID in `run` to `out` (`run.len * width` bytes).
-    fn pack_run(&self, run: &Run, out: &mut Vec<u8>);
+    /// Refuses request options this layout does not honour. The default honours none.
+    fn check(&self, ask: &Ask) -> Result<(), LayoutError> {
+        if ask.meta.is_some() {
+            return Err(LayoutError::UnsupportedOption {
+                option: "meta",
+                layout: self.name(),
+            });
+        }
+        if ask.transaction {
+            return Err(LayoutError::UnsupportedOption {
+                option: "transaction",
+                layout: self.name(),
+            });
+        }
+        Ok(())
+    }
+    /// Appends the binary form of every ID in `run` to `out` (`run.len * width` bytes). For a
+    /// transaction `run.len` is 1 and `count` IDs are appended; otherwise `count == run.len`.
+    fn pack_run(&self, run: &Run, ask: &Ask, count: u32, out: &mut Vec<u8>);
     /// Appends the text form of one binary ID to `out`. `id` is `width` bytes.
     fn format(&self, id: &[u8], form: TextForm, out: &mut String) -> Result<(), LayoutError>;
     /// Parses ID text into its binary form; `form` `None` guesses from the text's shape.

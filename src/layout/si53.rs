@@ -16,7 +16,7 @@
 //! - Decoded fields are named as the seed names them: `MAB`, `MID`, `UIN` (plus
 //!   `timestamp_ms` and `time`).
 
-use super::{be_u64, Layout, LayoutError, Run, Scheme, TextForm};
+use super::{be_u64, Ask, Layout, LayoutError, Run, Scheme, TextForm};
 use serde_json::{Map, Value};
 
 /// The largest safe JavaScript integer.
@@ -119,6 +119,8 @@ impl Layout for Si53 {
             seq_min: 0,
             seq_max: (1 << self.uin_bits()) - 1,
             slots: 1 << self.mid_bits,
+            tick_tock: false,
+            lead_ticks: 0,
         }
     }
 
@@ -134,7 +136,7 @@ impl Layout for Si53 {
         form == TextForm::Dec
     }
 
-    fn pack_run(&self, run: &Run, out: &mut Vec<u8>) {
+    fn pack_run(&self, run: &Run, _ask: &Ask, _count: u32, out: &mut Vec<u8>) {
         let base = run.tick << self.low_bits() | u64::from(run.slot) << self.uin_bits();
         out.reserve(run.len as usize * 8);
         for seq in run.seq..run.seq + run.len {
@@ -247,7 +249,10 @@ mod tests {
                         seq: uin as u32,
                         len: 1,
                         slot: mid as u32,
+                        timeline: 0,
                     },
+                    &Ask::default(),
+                    1,
                     &mut out,
                 );
                 assert_eq!(out, value.to_be_bytes());

@@ -15,7 +15,7 @@
 //! (3600 s) is what the lease provides: the worker ID is held only while the lease is valid,
 //! renewed in the background, and fenced by its time mark (see the README).
 
-use super::{be_u64, Layout, LayoutError, Run, Scheme, TextForm};
+use super::{be_u64, Ask, Layout, LayoutError, Run, Scheme, TextForm};
 use serde_json::{Map, Value};
 
 const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
@@ -123,6 +123,8 @@ impl Layout for Ugd60 {
             seq_min: 0,
             seq_max: 1023,
             slots: 512,
+            tick_tock: false,
+            lead_ticks: 0,
         }
     }
 
@@ -134,7 +136,7 @@ impl Layout for Ugd60 {
         matches!(form, TextForm::B64 | TextForm::Hex | TextForm::Dec)
     }
 
-    fn pack_run(&self, run: &Run, out: &mut Vec<u8>) {
+    fn pack_run(&self, run: &Run, _ask: &Ask, _count: u32, out: &mut Vec<u8>) {
         use rand::Rng;
         let base = run.tick << 28 | u64::from(run.slot) << 19;
         let mut rng = rand::rng();
@@ -290,7 +292,10 @@ mod tests {
                 seq: 10,
                 len: 200,
                 slot: 77,
+                timeline: 0,
             },
+            &Ask::default(),
+            200,
             &mut out,
         );
         let mut randoms = std::collections::HashSet::new();
