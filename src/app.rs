@@ -207,6 +207,12 @@ async fn get(a: GetArgs) -> anyhow::Result<ExitCode> {
         q.push_str("&format=");
         q.push_str(f);
     }
+    if let Some(m) = a.meta {
+        q.push_str(&format!("&meta={m}"));
+    }
+    if a.transaction {
+        q.push_str("&transaction=true");
+    }
     let mut c = crate::client::HttpClient::connect(&a.socket)
         .await
         .with_context(|| format!("cannot connect to idcar at {}", a.socket.display()))?;
@@ -226,7 +232,7 @@ async fn get(a: GetArgs) -> anyhow::Result<ExitCode> {
 
 async fn pool(a: PoolArgs) -> anyhow::Result<ExitCode> {
     let (root, auth) = config::zk_settings(&a.zk, &a.zk_args)?;
-    let layout = layout::by_name(&a.layout.layout, a.layout.params(a.cluster_id.unwrap_or(0)))
+    let layout = layout::by_name(a.layout.name(), a.layout.params(a.cluster_id.unwrap_or(0)))
         .map_err(|e| UsageError(format!("--layout: {e}")))?;
     let client = tokio::time::timeout(
         a.zk_args.zk_session_timeout + Duration::from_secs(5),
@@ -257,17 +263,27 @@ async fn pool(a: PoolArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn decode(a: DecodeArgs) -> anyhow::Result<ExitCode> {
-    let layout = layout::by_name(&a.layout.layout, a.layout.params(0))
-        .map_err(|e| UsageError(format!("--layout: {e}")))?;
     let form = a
         .format
         .as_deref()
         .map(TextForm::parse)
         .transpose()
         .map_err(|e| UsageError(format!("--format: {e}")))?;
+    let text = a.id.trim();
+    let (layout, raw) = match &a.layout.layout {
+        Some(name) => {
+            let layout = layout::by_name(name, a.layout.params(0))
+                .map_err(|e| UsageError(format!("--layout: {e}")))?;
+            let raw = layout
+                .parse(text, form)
+                .map_err(|e| UsageError(format!("cannot decode {:?}: {e}", a.id)))?;
+            (layout, raw)
+        }
+        None => layout::guess(text, form, a.layout.params(0))
+            .map_err(|e| UsageError(format!("cannot decode: {e}")))?,
+    };
     let fields = layout
-        .parse(a.id.trim(), form)
-        .and_then(|raw| layout.decode(&raw))
+        .decode(&raw)
         .map_err(|e| UsageError(format!("cannot decode {:?}: {e}", a.id)))?;
     if a.json {
         println!("{}", serde_json::Value::Object(fields));

@@ -52,15 +52,22 @@ pub enum Command {
 /// Which layout, with its parameters; shared by `serve`, `decode` and `pool`.
 #[derive(Debug, Args, Clone)]
 pub struct LayoutArgs {
-    /// ID layout: lable64 or si53.
-    #[arg(long, env = "IDCAR_LAYOUT", default_value = "lable64")]
-    pub layout: String,
+    /// ID layout: lable64 (default), ugd60, si53, sno80 or muid128. `decode` without it
+    /// guesses the layout from the text's shape.
+    #[arg(long, env = "IDCAR_LAYOUT")]
+    pub layout: Option<String>,
     /// si53: the base clock, Unix milliseconds (default 2020-01-01T00:00:00Z).
     #[arg(long, env = "IDCAR_BASE_CLOCK", default_value_t = crate::layout::si53::DEFAULT_BASE_CLOCK_MS)]
     pub base_clock: u64,
     /// si53: machine-ID bits of the low 13 (the pool has 2^N slots; 0 = one instance).
     #[arg(long, env = "IDCAR_MID_BITS", default_value_t = 5)]
     pub mid_bits: u8,
+    /// sno80: the lowest sequence number this instance issues per 4 ms (sequence sharding).
+    #[arg(long, env = "IDCAR_SEQUENCE_MIN", default_value_t = 0)]
+    pub sequence_min: u16,
+    /// sno80: the highest sequence number this instance issues per 4 ms (sequence sharding).
+    #[arg(long, env = "IDCAR_SEQUENCE_MAX", default_value_t = u16::MAX)]
+    pub sequence_max: u16,
 }
 
 impl LayoutArgs {
@@ -70,7 +77,14 @@ impl LayoutArgs {
             cluster,
             base_clock_ms: self.base_clock,
             mid_bits: self.mid_bits,
+            sequence_min: self.sequence_min,
+            sequence_max: self.sequence_max,
         }
+    }
+
+    /// The layout's name (lable64 when none is given).
+    pub fn name(&self) -> &str {
+        self.layout.as_deref().unwrap_or("lable64")
     }
 }
 
@@ -176,9 +190,16 @@ pub struct GetArgs {
     /// How many IDs.
     #[arg(long, short = 'n', env = "IDCAR_COUNT", default_value_t = 1)]
     pub count: u64,
-    /// Text form (hex, dec, i64); the layout's default when not given.
+    /// Text form (hex, dec, i64, b64, b32, muid: each layout has some); the layout's default
+    /// when not given.
     #[arg(long, short = 'f', env = "IDCAR_FORMAT")]
     pub format: Option<String>,
+    /// sno80: the metabyte (0-255) for these IDs.
+    #[arg(long, env = "IDCAR_META")]
+    pub meta: Option<u8>,
+    /// muid128: the IDs of one transaction (one timestamp and medallion, offsets 1..N).
+    #[arg(long, env = "IDCAR_TRANSACTION", value_parser = clap::builder::BoolishValueParser::new(), action = clap::ArgAction::SetTrue)]
+    pub transaction: bool,
     /// Print the server's JSON instead of one ID per line.
     #[arg(long, env = "IDCAR_JSON", value_parser = clap::builder::BoolishValueParser::new(), action = clap::ArgAction::SetTrue)]
     pub json: bool,

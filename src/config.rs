@@ -97,7 +97,7 @@ fn mode(s: &str) -> Result<u32, UsageError> {
 impl ServeConfig {
     pub fn from_args(a: &ServeArgs) -> Result<ServeConfig, UsageError> {
         let layout =
-            layout::by_name(&a.layout.layout, a.layout.params(a.cluster_id)).map_err(|e| {
+            layout::by_name(a.layout.name(), a.layout.params(a.cluster_id)).map_err(|e| {
                 UsageError(format!(
                     "--layout/--cluster-id/--base-clock/--mid-bits: {e}"
                 ))

@@ -470,7 +470,108 @@ mod tests {
         ));
     }
 
+    fn with(tick_tock: bool, lead_ticks: u64, floor: u64, mark: u64) -> Generator {
+        let mut g = Generator::new(Scheme {
+            tick_tock,
+            lead_ticks,
+            // One ID per tick with a lead (muid128), 64 otherwise.
+            seq_max: if lead_ticks > 0 { 0 } else { 63 },
+            ..scheme()
+        });
+        g.set_window(Some(Window {
+            slot: 7,
+            floor,
+            mark,
+            generation: 1,
+        }));
+        g
+    }
+
+    fn run(t: Result<Take, Refusal>) -> Run {
+        match t {
+            Ok(Take::Run(r)) => r,
+            other => panic!("expected a run, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn tick_tock_switches_timeline_once_then_runs_ahead() {
+        let mut g = with(true, 0, 0, 1_000);
+        let r = run(g.take(500, 64));
+        assert_eq!((r.tick, r.timeline), (500, 0));
+        // A step back: the other timeline is unused above the floor, so go there at once,
+        // at the wall clock's own tick (no waiting, no running ahead).
+        let r = run(g.take(400, 1));
+        assert_eq!((r.tick, r.seq, r.timeline), (400, 0, 1));
+        assert_eq!(g.regressions(), 1);
+        // Time moves on along timeline 1, through ticks timeline 0 already used.
+        let r = run(g.take(500, 1));
+        assert_eq!((r.tick, r.seq, r.timeline), (500, 0, 1));
+        // A second step back into a frame timeline 0 used: no switch, run ahead on timeline 1.
+        let r = run(g.take(450, 1));
+        assert_eq!((r.tick, r.seq, r.timeline), (500, 1, 1));
+        assert_eq!(g.regressions(), 2);
+        // Highest issued stays the highest over both timelines.
+        assert_eq!(g.highest_issued(), Some(500));
+        // Past timeline 0's last tick, a step back may switch again.
+        assert_eq!(run(g.take(700, 1)).tick, 700);
+        let r = run(g.take(600, 1));
+        assert_eq!((r.tick, r.timeline), (600, 0));
+        assert_eq!(g.highest_issued(), Some(700));
+    }
+
+    #[test]
+    fn lead_runs_ahead_of_the_clock_up_to_its_bound_and_the_mark() {
+        let mut g = with(false, 3, 0, 1_000);
+        let ticks: Vec<u64> = (0..4).map(|_| run(g.take(100, 5)).tick).collect();
+        assert_eq!(ticks, [100, 101, 102, 103]);
+        // Lead spent: wait until the clock allows the next tick (104 - 3).
+        assert_eq!(g.take(100, 1), Ok(Take::WaitFor { tick: 101 }));
+        assert_eq!(run(g.take(101, 1)).tick, 104);
+        assert_eq!(g.regressions(), 0, "running ahead is not a step back");
+        // Near the mark the lead stops at it, and the caller waits past it.
+        let mut g = with(false, 3, 0, 101);
+        assert_eq!(run(g.take(100, 1)).tick, 100);
+        assert_eq!(run(g.take(100, 1)).tick, 101);
+        assert_eq!(g.take(100, 1), Ok(Take::WaitFor { tick: 102 }));
+        assert_eq!(g.take(102, 1), Err(Refusal::MarkReached { mark: 101 }));
+    }
+
     proptest! {
+        /// With tick-tock and a lead, whatever the clock does: no (timeline, tick, seq) twice,
+        /// each timeline strictly increasing, every tick in (floor, mark], highest = the max.
+        #[test]
+        fn tick_tock_never_repeats(
+            floor in 0u64..1_000,
+            horizon in 1u64..300,
+            lead in 0u64..4,
+            steps in proptest::collection::vec((-40i64..40, 1u32..100), 1..300),
+        ) {
+            let mark = floor + horizon;
+            let mut g = with(true, lead, floor, mark);
+            let mut now = floor as i64;
+            let mut last: [Option<(u64, u32)>; 2] = [None, None];
+            let mut max = None;
+            for (dt, want) in steps {
+                now = (now + dt).max(0);
+                match g.take(now as u64, want) {
+                    Ok(Take::Run(r)) => {
+                        prop_assert!(r.len >= 1 && r.len <= want);
+                        prop_assert!(r.tick > floor && r.tick <= mark);
+                        let t = usize::from(r.timeline);
+                        if let Some(prev) = last[t] {
+                            prop_assert!((r.tick, r.seq) > prev);
+                        }
+                        last[t] = Some((r.tick, r.seq + r.len - 1));
+                        max = max.max(Some(r.tick));
+                        prop_assert_eq!(g.highest_issued(), max);
+                    }
+                    Ok(Take::WaitFor { tick }) => prop_assert!(tick as i64 > now),
+                    Err(_) => {}
+                }
+            }
+        }
+
         /// Whatever the clock does, issued (tick, seq) pairs strictly increase and stay in
         /// (floor, mark].
         #[test]

@@ -65,6 +65,7 @@ pub struct Metrics {
     latency: [Histogram; 2],
     pub batch_size: Histogram,
     pub sequence_waits: IntCounter,
+    pub sequence_overflow_ticks: IntCounter,
     pub clock_regressions: IntCounter,
     pub refusals: IntCounterVec,
     pub lease_held: IntGauge,
@@ -188,6 +189,14 @@ impl Metrics {
                 IntCounter::new(
                     "idcar_sequence_exhausted_waits_total",
                     "Times a tick's sequence was spent and a request waited for the next tick",
+                )
+                .unwrap(),
+            ),
+            sequence_overflow_ticks: reg(
+                &r,
+                IntCounter::new(
+                    "idcar_sequence_overflow_ticks_total",
+                    "Ticks whose sequence range was spent while requests still wanted IDs                      (sequence overflow: demand above the layout's capacity per tick)",
                 )
                 .unwrap(),
             ),

@@ -31,6 +31,8 @@ pub enum IssueError {
     #[error("count must be between 1 and {max}, got {count}")]
     BadCount { count: u64, max: u32 },
     #[error("{0}")]
+    BadOption(crate::layout::LayoutError),
+    #[error("{0}")]
     Refused(#[from] Refusal),
     #[error("timed out after {0:?} waiting for sequence numbers")]
     TimedOut(Duration),
@@ -39,7 +41,7 @@ pub enum IssueError {
 impl IssueError {
     /// Whether retrying later may succeed (HTTP 503) rather than never (HTTP 400).
     pub fn is_unavailable(&self) -> bool {
-        !matches!(self, IssueError::BadCount { .. })
+        !matches!(self, IssueError::BadCount { .. } | IssueError::BadOption(_))
     }
 }
 
@@ -56,6 +58,13 @@ pub struct Service {
     limits: Limits,
     /// Regressions already copied into the metric.
     regressions_seen: AtomicU64,
+    /// The tick the last overflowing request waited for (overflow is counted once per tick).
+    overflow_logged: AtomicU64,
+    /// Overflowing ticks not yet reported in the log.
+    overflow_unlogged: AtomicU64,
+    /// When overflow was last logged, in ms since `started` (0: never).
+    overflow_log_ms: AtomicU64,
+    started: Instant,
     /// Set once shutdown begins: readiness is false from then on.
     draining: AtomicBool,
     /// Requests pass through here in arrival order (tokio's mutex is FIFO). One that must wait
@@ -85,6 +94,10 @@ impl Service {
             lease,
             limits,
             regressions_seen: AtomicU64::new(0),
+            overflow_logged: AtomicU64::new(u64::MAX),
+            overflow_unlogged: AtomicU64::new(0),
+            overflow_log_ms: AtomicU64::new(0),
+            started: Instant::now(),
             draining: AtomicBool::new(false),
             lane: tokio::sync::Mutex::new(()),
         }))
@@ -172,13 +185,17 @@ impl Service {
     }
 
     /// Appends `count` IDs in binary form to `out`, waiting for ticks as needed.
-    pub async fn issue(&self, count: u64, out: &mut Vec<u8>) -> Result<(), IssueError> {
+    ///
+    /// A transaction (`ask.transaction`) takes a single `(tick, sequence)` for the whole
+    /// request and the layout packs all `count` IDs from it.
+    pub async fn issue(&self, count: u64, ask: &Ask, out: &mut Vec<u8>) -> Result<(), IssueError> {
         let max = self.limits.max_batch;
         if count == 0 || count > u64::from(max) {
             return Err(IssueError::BadCount { count, max });
         }
+        self.layout.check(ask).map_err(IssueError::BadOption)?;
         self.metrics.batch_size.observe(count as f64);
-        let mut left = count as u32;
+        let mut left = if ask.transaction { 1 } else { count as u32 };
         let now = Instant::now();
         let deadline = now.checked_add(self.limits.max_wait).unwrap_or(now);
         let _turn = match self.lane.try_lock() {
@@ -194,7 +211,7 @@ impl Service {
                 }
             },
         };
-        out.reserve(left as usize * self.layout.width());
+        out.reserve(count as usize * self.layout.width());
         loop {
             let (wait_for, now_ns) = {
                 let mut g = self.generator();
@@ -203,7 +220,12 @@ impl Service {
                 let outcome = loop {
                     match g.take(now, left) {
                         Ok(Take::Run(run)) => {
-                            self.layout.pack_run(&run, &Ask::default(), run.len, out);
+                            let ids = if ask.transaction {
+                                count as u32
+                            } else {
+                                run.len
+                            };
+                            self.layout.pack_run(&run, ask, ids, out);
                             left -= run.len;
                             if left == 0 {
                                 break Ok(None);
@@ -228,6 +250,7 @@ impl Service {
                 return Ok(());
             };
             self.metrics.sequence_waits.inc();
+            self.note_overflow(tick);
             let now = Instant::now();
             if now >= deadline {
                 self.metrics
@@ -239,6 +262,34 @@ impl Service {
             let until = self.scheme.tick_start_ns(tick).saturating_sub(now_ns);
             let wake = (now + Duration::from_nanos(until)).min(deadline);
             self.timer.sleep_until(wake).await;
+        }
+    }
+
+    /// Counts a tick whose sequence ran out, once per tick, and logs it — at most one line a
+    /// second, saying how many ticks overflowed since the last line (sno reports overflow
+    /// once per 4 ms unit; at 250 lines a second that would drown a sidecar's log).
+    fn note_overflow(&self, waiting_for: u64) {
+        if self.overflow_logged.swap(waiting_for, Ordering::Relaxed) == waiting_for {
+            return;
+        }
+        self.metrics.sequence_overflow_ticks.inc();
+        let ticks = self.overflow_unlogged.fetch_add(1, Ordering::Relaxed) + 1;
+        let now_ms = self.started.elapsed().as_millis() as u64;
+        let last = self.overflow_log_ms.load(Ordering::Relaxed);
+        if (last == 0 || now_ms >= last + 1_000)
+            && self
+                .overflow_log_ms
+                .compare_exchange(last, now_ms.max(1), Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            self.overflow_unlogged.fetch_sub(ticks, Ordering::Relaxed);
+            tracing::warn!(
+                ticks,
+                ids_per_tick = self.scheme.ids_per_tick(),
+                "sequence overflow: {ticks} tick(s) ran out of sequence numbers since the last \
+                 report; requests waited for the next tick (demand above capacity, or a narrow \
+                 sequence range)"
+            );
         }
     }
 
@@ -312,7 +363,7 @@ mod tests {
         tokio::spawn(svc.clone().follow_lease());
         let mut out = Vec::new();
         assert_eq!(
-            svc.issue(1, &mut out).await,
+            svc.issue(1, &Ask::default(), &mut out).await,
             Err(IssueError::Refused(Refusal::NoLease))
         );
         assert!(svc.ready().is_err());
@@ -324,13 +375,17 @@ mod tests {
         })
         .await
         .unwrap();
-        svc.issue(10, &mut out).await.unwrap();
+        svc.issue(10, &Ask::default(), &mut out).await.unwrap();
         assert_eq!(out.len(), 80);
-        assert!(!svc.issue(0, &mut out).await.unwrap_err().is_unavailable());
-        assert!(svc.issue(1_001, &mut out).await.is_err());
+        assert!(!svc
+            .issue(0, &Ask::default(), &mut out)
+            .await
+            .unwrap_err()
+            .is_unavailable());
+        assert!(svc.issue(1_001, &Ask::default(), &mut out).await.is_err());
         clock.set(2_001 * 1_000_000);
         assert_eq!(
-            svc.issue(1, &mut out).await,
+            svc.issue(1, &Ask::default(), &mut out).await,
             Err(IssueError::Refused(Refusal::MarkReached { mark: 2_000 }))
         );
         assert_eq!(
@@ -348,7 +403,7 @@ mod tests {
         let clock = Arc::new(ManualClock::new(1_000 * 1_000_000));
         let (svc, _tx) = service(clock, Some(win(0, 2_000)));
         let mut out = Vec::new();
-        svc.issue(64, &mut out).await.unwrap();
+        svc.issue(64, &Ask::default(), &mut out).await.unwrap();
         let svc2 = Arc::new(Service {
             limits: Limits {
                 max_batch: 1_000,
@@ -356,7 +411,7 @@ mod tests {
             },
             ..Arc::into_inner(svc).unwrap()
         });
-        let e = svc2.issue(1, &mut out).await.unwrap_err();
+        let e = svc2.issue(1, &Ask::default(), &mut out).await.unwrap_err();
         assert_eq!(e, IssueError::TimedOut(Duration::from_millis(50)));
         assert!(svc2.metrics.sequence_waits.get() >= 1);
     }

@@ -53,7 +53,14 @@ fn decode_prints_fields_and_json() {
         String::from_utf8_lossy(&out.stdout).starts_with('{'),
         "IDCAR_JSON=1 gives JSON"
     );
-    let (code, out, _) = run(&["decode", "624"]);
+    // A decimal integer fits several layouts: without --layout, a clear refusal.
+    let (code, _, err) = run(&["decode", "624"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("could be an ID of") && err.contains("lable64") && err.contains("si53"),
+        "{err}"
+    );
+    let (code, out, _) = run(&["decode", "--layout", "lable64", "624"]);
     assert_eq!(code, 0);
     assert!(out.contains("generator: 39"), "{out}");
 }

@@ -371,7 +371,7 @@ async fn pipelining_idle_timeout_and_socket_mode() {
     let mut b = idcar.binary().await;
     let mut burst = Vec::new();
     for i in 0..2_000u32 {
-        idcar::server::frame::encode_get_ids(1 + i % 3, &mut burst);
+        idcar::server::frame::encode_get_ids(1 + i % 3, &Default::default(), &mut burst);
     }
     b.send_raw(&burst).await.unwrap();
     let mut seen = HashSet::new();

@@ -328,7 +328,7 @@ async fn paused_holder_never_duplicates_its_successor() {
     for _ in 0..4 {
         let mut s = tokio::net::UnixStream::connect(&a.socket).await.unwrap();
         let mut req = Vec::new();
-        idcar::server::frame::encode_get_ids(100, &mut req);
+        idcar::server::frame::encode_get_ids(100, &Default::default(), &mut req);
         s.write_all(&req).await.unwrap();
         pending.push(s);
     }

@@ -246,6 +246,9 @@ pub struct LayoutParams {
     pub base_clock_ms: u64,
     /// si53's MID bits (the rest of the low 13 bits are the UIN).
     pub mid_bits: u8,
+    /// sno80's sequence sharding bounds (inclusive).
+    pub sequence_min: u16,
+    pub sequence_max: u16,
 }
 
 impl Default for LayoutParams {
@@ -254,6 +257,8 @@ impl Default for LayoutParams {
             cluster: 0,
             base_clock_ms: si53::DEFAULT_BASE_CLOCK_MS,
             mid_bits: 5,
+            sequence_min: 0,
+            sequence_max: u16::MAX,
         }
     }
 }
@@ -271,6 +276,39 @@ pub fn by_name(name: &str, params: LayoutParams) -> Result<Box<dyn Layout>, Stri
         other => Err(format!(
             "unknown layout {other:?} (known: {})",
             NAMES.join(", ")
+        )),
+    }
+}
+
+/// Finds the layout `text` belongs to, from its shape: every layout tries to parse it (with
+/// `form`, or guessing the form) and exactly one must succeed. Decimal integers, for one, fit
+/// several layouts; the error then names the candidates.
+pub fn guess(
+    text: &str,
+    form: Option<TextForm>,
+    params: LayoutParams,
+) -> Result<(Box<dyn Layout>, Vec<u8>), String> {
+    let mut fits = Vec::new();
+    for name in NAMES {
+        let Ok(layout) = by_name(name, params) else {
+            continue;
+        };
+        if let Ok(raw) = layout.parse(text, form) {
+            fits.push((layout, raw));
+        }
+    }
+    match fits.len() {
+        1 => Ok(fits.pop().expect("one fit")),
+        0 => Err(format!(
+            "{text:?} is not an ID of any layout ({}); pass --layout to see why",
+            NAMES.join(", ")
+        )),
+        _ => Err(format!(
+            "{text:?} could be an ID of {}; pass --layout to choose",
+            fits.iter()
+                .map(|(l, _)| l.name())
+                .collect::<Vec<_>>()
+                .join(" or ")
         )),
     }
 }

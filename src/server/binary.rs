@@ -94,11 +94,11 @@ async fn write(stream: &mut UnixStream, buf: &[u8], idle: Duration) -> std::io::
 
 async fn answer(svc: &Service, req: Request, out: &mut Vec<u8>) {
     let started = Instant::now();
-    let Request::GetIds { count } = req;
+    let Request::GetIds { count, ask } = req;
     let width = svc.layout().width();
     let at = out.len();
     frame::encode_response_header(Status::Ok, width as u8, 0, out);
-    let outcome = match svc.issue(u64::from(count), out).await {
+    let outcome = match svc.issue(u64::from(count), &ask, out).await {
         Ok(()) => {
             let len = (out.len() - at - frame::RESPONSE_HEADER) as u32;
             out[at + 4..at + 8].copy_from_slice(&len.to_be_bytes());

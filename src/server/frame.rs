@@ -8,6 +8,13 @@
 //! | 1 | opcode | `0x01` = get IDs |
 //! | 2..4 | len | payload length, u16 big-endian (at most [`MAX_REQUEST_PAYLOAD`]) |
 //! | 4..8 | count | get IDs: how many, u32 big-endian |
+//! | 8 | flags | optional (payload of 8 bytes): bit 0 = `meta` is given, bit 1 = transaction |
+//! | 9 | meta | sno80's metabyte when flag bit 0 is set, else 0 |
+//! | 10..12 | reserved | 0 |
+//!
+//! A get-IDs payload is 4 bytes (count only: plain IDs, as every client before request options
+//! sends) or 8 bytes (count and options). Unknown flag bits or non-zero reserved bytes are a
+//! bad request, so options added later cannot be silently ignored by an older server.
 //!
 //! Response (8-byte header, then a payload of `len` bytes):
 //!
@@ -15,11 +22,13 @@
 //! |---|---|---|
 //! | 0 | magic | `0xD1` |
 //! | 1 | status | 0 ok, 1 bad request, 2 unavailable (retry later) |
-//! | 2 | width | bytes per ID (8 for lable64); 0 on error |
+//! | 2 | width | bytes per ID: 8 (lable64, si53, ugd60), 10 (sno80), 16 (muid128); 0 on error |
 //! | 3 | reserved | 0 |
 //! | 4..8 | len | payload length, u32 big-endian |
 //!
-//! An ok payload is `count * width` bytes: the IDs' binary forms back to back. An error
+//! An ok payload is `count * width` bytes: the IDs' binary forms back to back. A client learns
+//! the width from every ok response's header (`len / width` IDs follow), so it needs no
+//! configuration to split a response; a layout's width never changes while a server runs. An error
 //! payload is a one-line UTF-8 reason. Requests may be pipelined; responses come in order. A
 //! request with a bad magic byte or an oversized payload cannot be resynchronised: the server
 //! answers with status 1 and closes the connection. Any other bad request (unknown opcode,
@@ -27,6 +36,12 @@
 
 pub const MAGIC: u8 = 0xD1;
 pub const OP_GET_IDS: u8 = 0x01;
+/// Flag bit: the request carries a metabyte.
+pub const FLAG_META: u8 = 0x01;
+/// Flag bit: the IDs of one transaction.
+pub const FLAG_TRANSACTION: u8 = 0x02;
+
+use crate::layout::Ask;
 pub const REQUEST_HEADER: usize = 4;
 pub const RESPONSE_HEADER: usize = 8;
 /// Larger request payloads are refused and the connection closed.
@@ -55,7 +70,7 @@ impl Status {
 /// A parsed request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Request {
-    GetIds { count: u32 },
+    GetIds { count: u32, ask: Ask },
 }
 
 /// A request that could not be understood.
@@ -99,24 +114,45 @@ pub fn parse_request(buf: &[u8]) -> Result<Option<(Request, usize)>, FrameError>
     };
     match buf[1] {
         OP_GET_IDS => {
-            let arr: [u8; 4] = payload
-                .try_into()
-                .map_err(|_| bad(format!("get-IDs payload must be 4 bytes, got {len}")))?;
-            Ok(Some((
-                Request::GetIds {
-                    count: u32::from_be_bytes(arr),
-                },
-                total,
-            )))
+            if len != 4 && len != 8 {
+                return Err(bad(format!(
+                    "get-IDs payload must be 4 or 8 bytes, got {len}"
+                )));
+            }
+            let count = u32::from_be_bytes([payload[0], payload[1], payload[2], payload[3]]);
+            let mut ask = Ask::default();
+            if len == 8 {
+                let (flags, meta) = (payload[4], payload[5]);
+                if flags & !(FLAG_META | FLAG_TRANSACTION) != 0 {
+                    return Err(bad(format!("unknown get-IDs flags {flags:#04x}")));
+                }
+                if payload[6..8] != [0, 0] || (flags & FLAG_META == 0 && meta != 0) {
+                    return Err(bad("reserved get-IDs bytes must be zero".into()));
+                }
+                ask.meta = (flags & FLAG_META != 0).then_some(meta);
+                ask.transaction = flags & FLAG_TRANSACTION != 0;
+            }
+            Ok(Some((Request::GetIds { count, ask }, total)))
         }
         op => Err(bad(format!("unknown opcode {op:#04x}"))),
     }
 }
 
-/// Appends a get-IDs request.
-pub fn encode_get_ids(count: u32, out: &mut Vec<u8>) {
-    out.extend_from_slice(&[MAGIC, OP_GET_IDS, 0, 4]);
+/// Appends a get-IDs request (the short 4-byte form when no option is set).
+pub fn encode_get_ids(count: u32, ask: &Ask, out: &mut Vec<u8>) {
+    let long = *ask != Ask::default();
+    out.extend_from_slice(&[MAGIC, OP_GET_IDS, 0, if long { 8 } else { 4 }]);
     out.extend_from_slice(&count.to_be_bytes());
+    if long {
+        let mut flags = 0;
+        if ask.meta.is_some() {
+            flags |= FLAG_META;
+        }
+        if ask.transaction {
+            flags |= FLAG_TRANSACTION;
+        }
+        out.extend_from_slice(&[flags, ask.meta.unwrap_or(0), 0, 0]);
+    }
 }
 
 /// Appends a response header.
@@ -165,15 +201,53 @@ mod tests {
     #[test]
     fn round_trip_and_partial_frames() {
         let mut buf = Vec::new();
-        encode_get_ids(300, &mut buf);
+        encode_get_ids(300, &Ask::default(), &mut buf);
         assert_eq!(buf, [0xD1, 0x01, 0, 4, 0, 0, 1, 44]);
         for cut in 0..buf.len() {
             assert_eq!(parse_request(&buf[..cut]), Ok(None), "cut at {cut}");
         }
         assert_eq!(
             parse_request(&buf),
-            Ok(Some((Request::GetIds { count: 300 }, 8)))
+            Ok(Some((
+                Request::GetIds {
+                    count: 300,
+                    ask: Ask::default()
+                },
+                8
+            )))
         );
+        for ask in [
+            Ask {
+                meta: Some(0),
+                transaction: false,
+            },
+            Ask {
+                meta: Some(255),
+                transaction: true,
+            },
+            Ask {
+                meta: None,
+                transaction: true,
+            },
+        ] {
+            buf.clear();
+            encode_get_ids(7, &ask, &mut buf);
+            assert_eq!(buf.len(), 12);
+            assert_eq!(
+                parse_request(&buf),
+                Ok(Some((Request::GetIds { count: 7, ask }, 12)))
+            );
+        }
+        // Unknown flags, reserved bytes, a metabyte without its flag: refused, stream kept.
+        for payload in [
+            [0, 0, 0, 1, 4, 0, 0, 0],
+            [0, 0, 0, 1, 1, 9, 0, 1],
+            [0, 0, 0, 1, 0, 9, 0, 0],
+        ] {
+            let mut buf = vec![0xD1, 0x01, 0, 8];
+            buf.extend_from_slice(&payload);
+            assert_eq!(parse_request(&buf).unwrap_err().skip, Some(12));
+        }
     }
 
     #[test]

@@ -1,14 +1,16 @@
 //! The HTTP/1.1 API on the Unix socket (works with `curl --unix-socket`).
 //!
 //! - `GET /id` — one ID and a newline; `GET /ids?count=N` — N IDs, one per line;
-//!   `format=hex|dec|i64` picks the text form; `Accept: application/json` gives
-//!   `{"id":"…"}` / `{"ids":["…",…]}`.
+//!   `format=hex|dec|i64|b64|b32|muid` picks the text form (each layout supports some);
+//!   `meta=0..255` sets sno80's metabyte; `transaction=true` asks muid128 for the IDs of one
+//!   transaction (one timestamp, offsets 1..N); `Accept: application/json` gives
+//!   `{"id":"…"}` / `{"ids":["…",…]}` (si53 IDs as JSON numbers).
 //! - `GET /decode/<id>[?format=F]` — the ID's fields as JSON.
 //! - Errors: 400 bad parameters, 404 unknown path, 405 other methods, 503 (with
 //!   `Retry-After`) when no valid lease is held; the body is a one-line reason (JSON
 //!   `{"error":"…"}` when JSON was asked for).
 
-use crate::layout::TextForm;
+use crate::layout::{Ask, TextForm};
 use crate::metrics::{Interface, Outcome};
 use crate::service::Service;
 use bytes::Bytes;
@@ -99,6 +101,8 @@ pub async fn handle<B>(
 struct Params<'a> {
     count: Option<&'a str>,
     format: Option<&'a str>,
+    meta: Option<&'a str>,
+    transaction: Option<&'a str>,
 }
 
 fn params(query: &str) -> Result<Params<'_>, String> {
@@ -108,14 +112,35 @@ fn params(query: &str) -> Result<Params<'_>, String> {
         match k {
             "count" => p.count = Some(v),
             "format" => p.format = Some(v),
+            "meta" => p.meta = Some(v),
+            "transaction" => p.transaction = Some(v),
             other => {
                 return Err(format!(
-                    "unknown parameter {other:?} (known: count, format)"
+                    "unknown parameter {other:?} (known: count, format, meta, transaction)"
                 ))
             }
         }
     }
     Ok(p)
+}
+
+/// The request options in `p`, checked against the layout.
+fn ask(svc: &Service, p: &Params<'_>) -> Result<Ask, String> {
+    let meta = p
+        .meta
+        .map(|m| {
+            m.parse::<u8>()
+                .map_err(|_| format!("meta must be a whole number 0-255, got {m:?}"))
+        })
+        .transpose()?;
+    let transaction = match p.transaction {
+        None | Some("0" | "false") => false,
+        Some("" | "1" | "true") => true,
+        Some(t) => return Err(format!("transaction must be true or false, got {t:?}")),
+    };
+    let ask = Ask { meta, transaction };
+    svc.layout().check(&ask).map_err(|e| e.to_string())?;
+    Ok(ask)
 }
 
 async fn route(svc: &Service, path: &str, query: &str, json: bool) -> Reply {
@@ -169,7 +194,11 @@ async fn route(svc: &Service, path: &str, query: &str, json: bool) -> Reply {
                     }
                 },
             };
-            ids(svc, count, form, path == "/id", json).await
+            let ask = match ask(svc, &p) {
+                Ok(a) => a,
+                Err(e) => return fail(StatusCode::BAD_REQUEST, e, json),
+            };
+            ids(svc, count, &ask, form, path == "/id", json).await
         }
         _ if path.starts_with("/decode/") => decode(svc, &path["/decode/".len()..], form, json),
         _ => fail(
@@ -180,9 +209,16 @@ async fn route(svc: &Service, path: &str, query: &str, json: bool) -> Reply {
     }
 }
 
-async fn ids(svc: &Service, count: u64, form: Option<TextForm>, one: bool, json: bool) -> Reply {
+async fn ids(
+    svc: &Service,
+    count: u64,
+    ask: &Ask,
+    form: Option<TextForm>,
+    one: bool,
+    json: bool,
+) -> Reply {
     let mut raw = Vec::new();
-    if let Err(e) = svc.issue(count, &mut raw).await {
+    if let Err(e) = svc.issue(count, ask, &mut raw).await {
         let status = if e.is_unavailable() {
             StatusCode::SERVICE_UNAVAILABLE
         } else {

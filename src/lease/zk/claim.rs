@@ -12,6 +12,15 @@
 //!   change.
 //! - Create `slots/N` (ephemeral, owner JSON), delete the queue node, read `marks/N` (creating
 //!   it at 0 if missing) with its version: the compare-and-set base for the first mark write.
+//!
+//! Pools larger than [`PROBE_ABOVE`] slots (sno80's 65,536 partitions, muid128's 2^32 − 1
+//! medallions) are claimed without the queue and without listing or reading the pool: probe a
+//! random slot (the one held before first) by creating `slots/N`; `NodeExists` means taken, so
+//! probe another. Only after [`PROBES`] misses in a row is `slots/` listed — its children are
+//! the *held* slots, as many as there are holders, never the pool — to find a free slot or
+//! see that the pool is exhausted and wait for a change. A claim costs one create and one mark
+//! read whatever the pool size; slots are spread at random instead of lowest mark first (a
+//! successor still waits past the mark of the slot it took).
 
 use super::{acls, Ctx, Owner};
 use std::collections::BTreeSet;
@@ -36,6 +45,11 @@ pub struct Memo {
     pub skip: BTreeSet<u32>,
 }
 
+/// Pools above this size are claimed by random probes instead of queue and listing.
+pub const PROBE_ABOVE: u32 = 1024;
+/// Probes that find a taken slot before `slots/` is listed to look for a free one.
+const PROBES: u32 = 8;
+
 pub async fn claim(
     ctx: &Ctx,
     client: &zk::Client,
@@ -48,6 +62,11 @@ pub async fn claim(
         delete_if_ours(ctx, client, slot).await;
     }
     let owner = ctx.owner(client);
+    if ctx.cfg.pool_size > PROBE_ABOVE {
+        let result = probe_slot(ctx, client, prefer, &owner, memo).await;
+        ctx.metrics.pool_exhausted.set(0);
+        return result;
+    }
     let eph_seq = zk::CreateMode::EphemeralSequential.with_acls(acls(ctx.cfg.auth.is_some()));
     let prefix = format!("{}/claim-", ctx.paths.queue());
     let (_, seq) = client.create(&prefix, &owner, &eph_seq).await?;
@@ -125,7 +144,6 @@ async fn take_slot(
     owner: &[u8],
     memo: &mut Memo,
 ) -> Result<Claimed, zk::Error> {
-    let eph = zk::CreateMode::Ephemeral.with_acls(acls(ctx.cfg.auth.is_some()));
     let pool = ctx.cfg.pool_size;
     let mut reported = false;
     loop {
@@ -160,35 +178,137 @@ async fn take_slot(
             Some(p) => p,
             None => lowest_mark(ctx, client, &free).await?,
         };
-        // From here on a failure may leave our node behind: remember the slot as suspect.
-        memo.suspects.insert(slot);
-        let stat = match client.create(&ctx.paths.slot(slot), owner, &eph).await {
-            Ok((stat, _)) => stat,
-            Err(zk::Error::NodeExists) => {
-                memo.suspects.remove(&slot);
-                continue;
-            }
-            Err(e) => return Err(e),
-        };
-        match read_mark(ctx, client, slot).await {
-            Ok((mark, mark_version)) => {
-                memo.suspects.remove(&slot);
-                return Ok(Claimed {
-                    slot,
-                    slot_version: stat.version,
-                    mark,
-                    mark_version,
-                });
-            }
-            Err(Unreadable::Corrupt(why)) => {
-                tracing::error!(slot, reason = %why, "slot's time mark is unreadable; never taking this slot");
-                memo.skip.insert(slot);
-                delete_if_ours(ctx, client, slot).await;
-                memo.suspects.remove(&slot);
-            }
-            Err(Unreadable::Zk(e)) => return Err(e),
+        if let Tried::Claimed(c) = try_slot(ctx, client, slot, owner, memo).await? {
+            return Ok(c);
         }
     }
+}
+
+/// The outcome of trying one slot.
+enum Tried {
+    Claimed(Claimed),
+    /// Someone else holds it.
+    Taken,
+    /// Its mark is unreadable: never taken by this process (added to `memo.skip`).
+    Skipped,
+}
+
+/// Creates `slots/N` and reads `marks/N`.
+async fn try_slot(
+    ctx: &Ctx,
+    client: &zk::Client,
+    slot: u32,
+    owner: &[u8],
+    memo: &mut Memo,
+) -> Result<Tried, zk::Error> {
+    let eph = zk::CreateMode::Ephemeral.with_acls(acls(ctx.cfg.auth.is_some()));
+    // From here on a failure may leave our node behind: remember the slot as suspect.
+    memo.suspects.insert(slot);
+    let stat = match client.create(&ctx.paths.slot(slot), owner, &eph).await {
+        Ok((stat, _)) => stat,
+        Err(zk::Error::NodeExists) => {
+            memo.suspects.remove(&slot);
+            return Ok(Tried::Taken);
+        }
+        Err(e) => return Err(e),
+    };
+    match read_mark(ctx, client, slot).await {
+        Ok((mark, mark_version)) => {
+            memo.suspects.remove(&slot);
+            Ok(Tried::Claimed(Claimed {
+                slot,
+                slot_version: stat.version,
+                mark,
+                mark_version,
+            }))
+        }
+        Err(Unreadable::Corrupt(why)) => {
+            tracing::error!(slot, reason = %why, "slot's time mark is unreadable; never taking this slot");
+            memo.skip.insert(slot);
+            delete_if_ours(ctx, client, slot).await;
+            memo.suspects.remove(&slot);
+            Ok(Tried::Skipped)
+        }
+        Err(Unreadable::Zk(e)) => Err(e),
+    }
+}
+
+/// Claims a slot of a large pool by random probes (see the module documentation).
+async fn probe_slot(
+    ctx: &Ctx,
+    client: &zk::Client,
+    prefer: Option<u32>,
+    owner: &[u8],
+    memo: &mut Memo,
+) -> Result<Claimed, zk::Error> {
+    use rand::Rng;
+    let pool = ctx.cfg.pool_size;
+    if let Some(p) = prefer {
+        // Our own node from a lease lost to a version mismatch frees the slot for us again.
+        delete_if_ours(ctx, client, p).await;
+    }
+    let mut next = prefer.filter(|p| *p < pool && !memo.skip.contains(p));
+    let mut misses = 0;
+    let mut reported = false;
+    // Each pass either claims, or sees a taken slot, or (after PROBES misses) lists the held
+    // slots once; an exhausted pool waits for a change. The bound only guards against a
+    // server that keeps answering NodeExists for slots it does not list.
+    for _ in 0..100_000 {
+        let slot = match next.take() {
+            Some(s) => s,
+            None if misses < PROBES => {
+                let mut rng = rand::rng();
+                let mut s = rng.random_range(0..pool);
+                for _ in 0..64 {
+                    if !memo.skip.contains(&s) {
+                        break;
+                    }
+                    s = rng.random_range(0..pool);
+                }
+                s
+            }
+            None => {
+                misses = 0;
+                let (children, watcher) =
+                    client.list_and_watch_children(&ctx.paths.slots()).await?;
+                let held: BTreeSet<u32> = children
+                    .iter()
+                    .filter_map(|c| c.parse::<u32>().ok())
+                    .filter(|n| *n < pool)
+                    .collect();
+                // At most |held ∪ skip| misses before a free slot, scanning from a random start.
+                let start = rand::rng().random_range(0..pool);
+                let free = (start..pool)
+                    .chain(0..start)
+                    .find(|n| !held.contains(n) && !memo.skip.contains(n));
+                match free {
+                    Some(s) => s,
+                    None => {
+                        ctx.metrics.pool_exhausted.set(1);
+                        if !reported {
+                            tracing::warn!(pool, "pool exhausted; waiting for a slot to free");
+                            reported = true;
+                        }
+                        ctx.pending(format!(
+                            "pool exhausted: all {pool} slots are held; waiting for one to free"
+                        ));
+                        watcher.changed().await;
+                        continue;
+                    }
+                }
+            }
+        };
+        ctx.metrics.pool_exhausted.set(0);
+        match try_slot(ctx, client, slot, owner, memo).await? {
+            Tried::Claimed(c) => return Ok(c),
+            Tried::Taken => misses += 1,
+            Tried::Skipped => {}
+        }
+    }
+    Err(zk::Error::UnexpectedError(format!(
+        "no free slot found in {}",
+        ctx.paths.slots()
+    )))
 }
 
 /// The free slot whose mark is lowest (a missing mark counts as 0); ties go to the lower slot.
