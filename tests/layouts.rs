@@ -212,3 +212,238 @@ async fn ugd60_negotiated_worker_is_the_slot() {
         (Some("ugd60"), Some(512))
     );
 }
+
+/// Fields of one binary ID through the layout's own decoder (the names the seed uses).
+fn fields(layout: &dyn Layout, id: &[u8]) -> serde_json::Map<String, serde_json::Value> {
+    layout.decode(id).unwrap()
+}
+
+fn u(m: &serde_json::Map<String, serde_json::Value>, k: &str) -> u64 {
+    m[k].as_u64().unwrap_or_else(|| panic!("{k} in {m:?}"))
+}
+
+/// sno80 in static mode: partition = the generator ID, the metabyte per request, sequence
+/// sharding bounds kept (a batch above one unit's share waits for the next 4 ms unit and the
+/// overflow is counted), width 10, b32 text, options the layout lacks refused, decode guesses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sno80_static_end_to_end() {
+    let args = [
+        "--layout",
+        "sno80",
+        "--generator-id",
+        "4660",
+        "--sequence-min",
+        "100",
+        "--sequence-max",
+        "199",
+    ];
+    let mut a = Idcar::start(&args).await;
+    a.wait_ready(Duration::from_secs(10)).await;
+    let layout = idcar::layout::by_name("sno80", Default::default()).unwrap();
+    let start = now_ms();
+    let mut b = a.binary().await;
+    let ask = idcar::layout::Ask {
+        meta: Some(7),
+        transaction: false,
+    };
+    b.send_ask(1_000, &ask).await.unwrap();
+    let got = b.recv().await.unwrap();
+    assert_eq!((got.width, got.len()), (10, 1_000));
+    let mut seen = HashSet::new();
+    let mut units = HashSet::new();
+    for id in got.iter() {
+        let f = fields(&*layout, id);
+        assert_eq!((u(&f, "partition"), u(&f, "meta")), (4660, 7), "{f:?}");
+        let seq = u(&f, "sequence");
+        assert!(
+            (100..=199).contains(&seq),
+            "sequence {seq} outside the shard"
+        );
+        let ms = 1_262_304_000_000 + u(&f, "units") * 4;
+        assert!(ms + 4 >= start && ms <= now_ms(), "{ms}");
+        units.insert(u(&f, "units"));
+        assert!(seen.insert(id.to_vec()));
+    }
+    assert!(units.len() >= 10, "100 per unit: 1,000 IDs span 10 units");
+    assert!(a.metric("idcar_sequence_overflow_ticks_total").await >= Some(9.0));
+    let mut h = a.http().await;
+    let r = h.get("/ids?count=50&meta=255", false).await.unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let one = r.body.lines().next().unwrap().to_string();
+    for line in r.body.lines() {
+        assert_eq!(line.len(), 16);
+        assert!(line
+            .bytes()
+            .all(|c| b"23456789abcdefghijklmnopqrstuvwx".contains(&c)));
+        let raw = layout.parse(line, None).unwrap();
+        assert_eq!(u(&fields(&*layout, &raw), "meta"), 255);
+        assert!(seen.insert(raw));
+    }
+    let r = h.get("/ids?count=5&format=hex", false).await.unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(r.body.lines().all(|l| l.len() == 20), "{}", r.body);
+    for bad in ["meta=256", "meta=x", "transaction=true", "format=dec"] {
+        let r = h.get(&format!("/ids?count=2&{bad}"), false).await.unwrap();
+        assert_eq!(r.status, 400, "{bad}: {}", r.body);
+    }
+    // No --layout: the text's shape says sno80.
+    let (code, out, err) = run(&["decode", "--json", &one]);
+    assert_eq!(code, 0, "{err}");
+    let d: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (d["layout"].as_str(), d["partition"].as_u64()),
+        (Some("sno80"), Some(4660))
+    );
+    a.stop_ok().await;
+    let (code, _, err) = run(&[
+        "serve",
+        "--layout",
+        "sno80",
+        "--sequence-min",
+        "10",
+        "--sequence-max",
+        "12",
+    ]);
+    assert_eq!(code, 2, "a shard below 4 sequence numbers: {err}");
+}
+
+/// muid128 in static mode: plain muids have offset 0 and strictly increasing timestamps,
+/// a transaction shares one timestamp and medallion with offsets 1..N, the medallion is the
+/// seed's range start plus the generator ID, width 16, the 13-11-8 text decodes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn muid128_static_end_to_end() {
+    let mut a = Idcar::start(&["--layout", "muid128", "--generator-id", "77"]).await;
+    a.wait_ready(Duration::from_secs(10)).await;
+    let layout = idcar::layout::by_name("muid128", Default::default()).unwrap();
+    let medallion = 0x100_0000_0000u64 + 77;
+    let start_us = now_ms() * 1_000;
+    let got = a.binary().await.ids(5_000).await.unwrap();
+    assert_eq!((got.width, got.len()), (16, 5_000));
+    let mut last = 0;
+    for id in got.iter() {
+        let f = fields(&*layout, id);
+        assert_eq!(
+            (u(&f, "medallion"), f["offset"].as_i64()),
+            (medallion, Some(0))
+        );
+        let ts = u(&f, "timestamp");
+        assert!(ts > last, "timestamps strictly increase: {ts} after {last}");
+        last = ts;
+    }
+    let first = u(&fields(&*layout, got.iter().next().unwrap()), "timestamp");
+    assert!(first >= start_us, "{first} < {start_us}");
+    // Within the lead of 1 ms ahead of the wall clock.
+    assert!(last <= (now_ms() + 2) * 1_000, "{last}");
+    let mut b = a.binary().await;
+    let tx = idcar::layout::Ask {
+        meta: None,
+        transaction: true,
+    };
+    b.send_ask(300, &tx).await.unwrap();
+    let t = b.recv().await.unwrap();
+    assert_eq!(t.len(), 300);
+    let ts: HashSet<u64> = t
+        .iter()
+        .map(|id| u(&fields(&*layout, id), "timestamp"))
+        .collect();
+    assert_eq!(ts.len(), 1, "one timestamp per transaction");
+    assert!(*ts.iter().next().unwrap() > last);
+    let offsets: Vec<i64> = t
+        .iter()
+        .map(|id| fields(&*layout, id)["offset"].as_i64().unwrap())
+        .collect();
+    assert_eq!(offsets, (1..=300).collect::<Vec<i64>>());
+    let mut h = a.http().await;
+    let r = h.get("/ids?count=3&transaction=true", false).await.unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let lines: Vec<&str> = r.body.lines().collect();
+    assert_eq!(lines.len(), 3);
+    for (i, l) in lines.iter().enumerate() {
+        let parts: Vec<&str> = l.split('-').collect();
+        assert_eq!(
+            parts.iter().map(|p| p.len()).collect::<Vec<_>>(),
+            [13, 11, 8],
+            "{l}"
+        );
+        assert_eq!(parts[1], format!("{medallion:011X}"));
+        assert_eq!(parts[2], format!("{:08X}", i + 1));
+    }
+    for bad in ["meta=1", "transaction=maybe", "format=b32"] {
+        let r = h.get(&format!("/ids?count=2&{bad}"), false).await.unwrap();
+        assert_eq!(r.status, 400, "{bad}: {}", r.body);
+    }
+    let r = h.get("/id", false).await.unwrap();
+    let (code, out, err) = run(&["decode", "--json", r.body.trim()]);
+    assert_eq!(code, 0, "{err}");
+    let d: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (d["layout"].as_str(), d["medallion"].as_u64()),
+        (Some("muid128"), Some(medallion))
+    );
+    a.stop_ok().await;
+}
+
+/// sno80 and muid128 through ZooKeeper: pools of 65,536 partitions and 2^32 − 1 medallions are
+/// claimed by random probes — a preferred slot that is taken sends the second instance
+/// elsewhere, and only the slots actually used get a mark node (nothing scans the pool).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_pools_are_probed_not_scanned() {
+    let zk = Zk::standalone();
+    for (name, pool, field, base) in [
+        ("sno80", 65_536.0, "partition", 0u64),
+        ("muid128", 4_294_967_295.0, "medallion", 0x100_0000_0000),
+    ] {
+        let args = [
+            "--layout",
+            name,
+            "--generator-id",
+            "5",
+            "--zk",
+            &zk.connect(),
+            "--zk-session-timeout",
+            "2s",
+            "--threads",
+            "1",
+        ];
+        let a = Idcar::start(&args).await;
+        a.wait_ready(Duration::from_secs(15)).await;
+        let b = Idcar::start(&args).await;
+        b.wait_ready(Duration::from_secs(15)).await;
+        let layout = idcar::layout::by_name(name, Default::default()).unwrap();
+        let mut slots = HashSet::new();
+        for i in [&a, &b] {
+            assert_eq!(i.metric("idcar_pool_size").await, Some(pool));
+            let slot = i.metric("idcar_lease_slot").await.unwrap() as u64;
+            let ids = i.binary().await.ids(20).await.unwrap();
+            for id in ids.iter() {
+                assert_eq!(u(&fields(&*layout, id), field), base + slot, "{name}");
+            }
+            slots.insert(slot);
+        }
+        assert!(
+            slots.contains(&5),
+            "{name}: the first instance got its preferred slot"
+        );
+        assert_eq!(
+            slots.len(),
+            2,
+            "{name}: the second instance probed another slot"
+        );
+        let (code, out, err) = run(&["pool", "--zk", &zk.connect(), "--layout", name, "--json"]);
+        assert_eq!(code, 0, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v[0]["held"].as_array().unwrap().len(), 2, "{out}");
+        let c = idcar::lease::zk::connect(&zk.connect(), Duration::from_secs(5), None)
+            .await
+            .unwrap();
+        let marks = c
+            .list_children(&format!("/idcar/{name}/0/marks"))
+            .await
+            .unwrap();
+        assert_eq!(
+            marks.len(),
+            2,
+            "{name}: only used slots have marks: {marks:?}"
+        );
+    }
+}

@@ -8,10 +8,12 @@
 
 pub mod lable64;
 pub mod si53;
+pub mod sno80;
 pub mod ugd60;
 
 pub use lable64::Lable64;
 pub use si53::Si53;
+pub use sno80::Sno80;
 pub use ugd60::Ugd60;
 
 use serde_json::{Map, Value};
@@ -235,7 +237,7 @@ pub trait Layout: Send + Sync + std::fmt::Debug {
 }
 
 /// Every layout name idcar knows, in the order the CLI lists them.
-pub const NAMES: &[&str] = &["lable64", "si53", "ugd60"];
+pub const NAMES: &[&str] = &["lable64", "ugd60", "si53", "sno80"];
 
 /// Static configuration a layout may need.
 #[derive(Clone, Copy, Debug)]
@@ -271,6 +273,9 @@ pub fn by_name(name: &str, params: LayoutParams) -> Result<Box<dyn Layout>, Stri
             .map_err(|e| e.to_string()),
         "ugd60" => Ok(Box::new(Ugd60)),
         "si53" => Si53::new(params.base_clock_ms, params.mid_bits)
+            .map(|l| Box::new(l) as Box<dyn Layout>)
+            .map_err(|e| e.to_string()),
+        "sno80" => Sno80::new(params.sequence_min, params.sequence_max)
             .map(|l| Box::new(l) as Box<dyn Layout>)
             .map_err(|e| e.to_string()),
         other => Err(format!(
