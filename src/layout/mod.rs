@@ -7,11 +7,13 @@
 //! layout is one new file plus one line in [`by_name`].
 
 pub mod lable64;
+pub mod muid128;
 pub mod si53;
 pub mod sno80;
 pub mod ugd60;
 
 pub use lable64::Lable64;
+pub use muid128::Muid128;
 pub use si53::Si53;
 pub use sno80::Sno80;
 pub use ugd60::Ugd60;
@@ -237,7 +239,7 @@ pub trait Layout: Send + Sync + std::fmt::Debug {
 }
 
 /// Every layout name idcar knows, in the order the CLI lists them.
-pub const NAMES: &[&str] = &["lable64", "ugd60", "si53", "sno80"];
+pub const NAMES: &[&str] = &["lable64", "ugd60", "si53", "sno80", "muid128"];
 
 /// Static configuration a layout may need.
 #[derive(Clone, Copy, Debug)]
@@ -275,6 +277,7 @@ pub fn by_name(name: &str, params: LayoutParams) -> Result<Box<dyn Layout>, Stri
         "si53" => Si53::new(params.base_clock_ms, params.mid_bits)
             .map(|l| Box::new(l) as Box<dyn Layout>)
             .map_err(|e| e.to_string()),
+        "muid128" => Ok(Box::new(Muid128::default())),
         "sno80" => Sno80::new(params.sequence_min, params.sequence_max)
             .map(|l| Box::new(l) as Box<dyn Layout>)
             .map_err(|e| e.to_string()),
