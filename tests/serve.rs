@@ -212,7 +212,19 @@ async fn bad_input_gets_clear_errors_and_server_keeps_serving() {
     let mut b = idcar.binary().await;
     for (raw, says) in [
         (vec![0xD1, 0x09, 0, 0], "unknown opcode"),
-        (vec![0xD1, 0x01, 0, 2, 0, 1], "payload must be 4 bytes"),
+        (vec![0xD1, 0x01, 0, 2, 0, 1], "payload must be 4 or 8 bytes"),
+        (
+            vec![0xD1, 0x01, 0, 8, 0, 0, 0, 1, 0x01, 7, 0, 0],
+            "meta is not an option of layout lable64",
+        ),
+        (
+            vec![0xD1, 0x01, 0, 8, 0, 0, 0, 1, 0x02, 0, 0, 0],
+            "transaction is not an option of layout lable64",
+        ),
+        (
+            vec![0xD1, 0x01, 0, 8, 0, 0, 0, 1, 0x80, 0, 0, 0],
+            "unknown get-IDs flags",
+        ),
         (vec![0xD1, 0x01, 0, 4, 0, 0, 0, 0], "between 1 and 500"),
         (
             vec![0xD1, 0x01, 0, 4, 0xff, 0xff, 0xff, 0xff],
