@@ -130,8 +130,9 @@ pub struct ServeArgs {
     /// Cluster ID (static; 0-15 for lable64).
     #[arg(long, env = "IDCAR_CLUSTER_ID", default_value_t = 0)]
     pub cluster_id: u8,
-    /// Generator ID (slot): the static slot without ZooKeeper (default 0); with --zk, the slot
-    /// to take when it is free.
+    /// Generator ID (slot: lable64's generator, ugd60's worker, si53's MID, sno80's partition,
+    /// muid128's medallion index): the static slot without ZooKeeper (default 0); with --zk,
+    /// the slot to take when it is free.
     #[arg(long, env = "IDCAR_GENERATOR_ID")]
     pub generator_id: Option<u32>,
     /// ZooKeeper connect string (`host:port[,host:port...][/chroot]`): negotiate the slot

@@ -63,6 +63,25 @@ fn decode_prints_fields_and_json() {
     let (code, out, _) = run(&["decode", "--layout", "lable64", "624"]);
     assert_eq!(code, 0);
     assert!(out.contains("generator: 39"), "{out}");
+    // The other layouts' text shapes are told apart without --layout.
+    for (text, layout) in [
+        ("6kvrqg243a22o22e", "sno80"),
+        ("5D5EAC793E61F-1BFC71B112D-0000000B", "muid128"),
+        ("5D5EAC793E61F", "muid128"),
+        ("34LWCJYACb", "ugd60"),
+    ] {
+        let (code, out, err) = run(&["decode", "--json", text]);
+        assert_eq!(code, 0, "{text}: {err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["layout"], layout, "{text}");
+    }
+    // Sixteen characters of the sno alphabet are also decimal digits here: ambiguous.
+    let (code, _, err) = run(&["decode", "2222222222222222"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("sno80") && err.contains("si53"), "{err}");
+    let (code, _, err) = run(&["decode", "not an id"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("not an ID of any layout"), "{err}");
 }
 
 #[tokio::test]
