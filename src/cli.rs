@@ -68,6 +68,18 @@ pub struct LayoutArgs {
     /// sno80: the highest sequence number this instance issues per 4 ms (sequence sharding).
     #[arg(long, env = "IDCAR_SEQUENCE_MAX", default_value_t = u16::MAX)]
     pub sequence_max: u16,
+    /// muid128: the first medallion of the pool; slot N's medallion is this plus N (default
+    /// 0x10000000000, the start of the seed's range). Decimal, or hex with 0x.
+    #[arg(long, env = "IDCAR_MEDALLION_BASE", default_value = "0x10000000000", value_parser = medallion_base)]
+    pub medallion_base: u64,
+}
+
+fn medallion_base(s: &str) -> Result<u64, String> {
+    match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => s.parse(),
+    }
+    .map_err(|_| format!("{s:?}: expected a whole number, decimal or 0x-prefixed hex"))
 }
 
 impl LayoutArgs {
@@ -79,6 +91,7 @@ impl LayoutArgs {
             mid_bits: self.mid_bits,
             sequence_min: self.sequence_min,
             sequence_max: self.sequence_max,
+            medallion_base: self.medallion_base,
         }
     }
 

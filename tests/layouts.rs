@@ -295,16 +295,50 @@ async fn sno80_static_end_to_end() {
         (Some("sno80"), Some(4660))
     );
     a.stop_ok().await;
-    let (code, _, err) = run(&[
-        "serve",
-        "--layout",
-        "sno80",
-        "--sequence-min",
-        "10",
-        "--sequence-max",
-        "12",
-    ]);
-    assert_eq!(code, 2, "a shard below 4 sequence numbers: {err}");
+    for (bad, says) in [
+        (
+            &[
+                "--layout",
+                "sno80",
+                "--sequence-min",
+                "10",
+                "--sequence-max",
+                "12",
+            ][..],
+            "sequence",
+        ),
+        (
+            &[
+                "--layout",
+                "sno80",
+                "--sequence-min",
+                "12",
+                "--sequence-max",
+                "10",
+            ][..],
+            "sequence",
+        ),
+        (
+            &["--layout", "muid128", "--medallion-base", "0"][..],
+            "medallion",
+        ),
+        (
+            &["--layout", "muid128", "--medallion-base", "0xfffffffffff"][..],
+            "medallion",
+        ),
+        (
+            &["--layout", "muid128", "--medallion-base", "0xZZ"][..],
+            "medallion",
+        ),
+        (
+            &["--layout", "sno80", "--generator-id", "65536"][..],
+            "generator-id",
+        ),
+    ] {
+        let (code, _, err) = run(&[&["serve"][..], bad].concat());
+        assert_eq!(code, 2, "{bad:?}: {err}");
+        assert!(err.contains(says), "{bad:?}: {err}");
+    }
 }
 
 /// muid128 in static mode: plain muids have offset 0 and strictly increasing timestamps,
@@ -312,10 +346,18 @@ async fn sno80_static_end_to_end() {
 /// seed's range start plus the generator ID, width 16, the 13-11-8 text decodes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn muid128_static_end_to_end() {
-    let mut a = Idcar::start(&["--layout", "muid128", "--generator-id", "77"]).await;
+    let mut a = Idcar::start(&[
+        "--layout",
+        "muid128",
+        "--generator-id",
+        "77",
+        "--medallion-base",
+        "0x10100000000",
+    ])
+    .await;
     a.wait_ready(Duration::from_secs(10)).await;
     let layout = idcar::layout::by_name("muid128", Default::default()).unwrap();
-    let medallion = 0x100_0000_0000u64 + 77;
+    let medallion = 0x101_0000_0000u64 + 77;
     let start_us = now_ms() * 1_000;
     let got = a.binary().await.ids(5_000).await.unwrap();
     assert_eq!((got.width, got.len()), (16, 5_000));

@@ -253,6 +253,8 @@ pub struct LayoutParams {
     /// sno80's sequence sharding bounds (inclusive).
     pub sequence_min: u16,
     pub sequence_max: u16,
+    /// muid128's first medallion (slot N is `medallion_base + N`).
+    pub medallion_base: u64,
 }
 
 impl Default for LayoutParams {
@@ -263,6 +265,7 @@ impl Default for LayoutParams {
             mid_bits: 5,
             sequence_min: 0,
             sequence_max: u16::MAX,
+            medallion_base: muid128::MEDALLION_BASE,
         }
     }
 }
@@ -277,7 +280,9 @@ pub fn by_name(name: &str, params: LayoutParams) -> Result<Box<dyn Layout>, Stri
         "si53" => Si53::new(params.base_clock_ms, params.mid_bits)
             .map(|l| Box::new(l) as Box<dyn Layout>)
             .map_err(|e| e.to_string()),
-        "muid128" => Ok(Box::new(Muid128::default())),
+        "muid128" => Muid128::new(params.medallion_base)
+            .map(|l| Box::new(l) as Box<dyn Layout>)
+            .map_err(|e| format!("--medallion-base: {e}")),
         "sno80" => Sno80::new(params.sequence_min, params.sequence_max)
             .map(|l| Box::new(l) as Box<dyn Layout>)
             .map_err(|e| e.to_string()),
