@@ -94,20 +94,7 @@ impl Lable64 {
 }
 
 fn parse_hex(text: &str) -> Result<u64, LayoutError> {
-    if text.len() != 16 {
-        return Err(LayoutError::WrongLength {
-            expected: "16 hex digits".into(),
-            got: text.chars().count(),
-        });
-    }
-    if let Some((pos, ch)) = text.char_indices().find(|(_, c)| !c.is_ascii_hexdigit()) {
-        return Err(LayoutError::BadChar {
-            ch,
-            pos,
-            expected: "a hex digit",
-        });
-    }
-    Ok(u64::from_str_radix(text, 16).expect("16 checked hex digits fit u64"))
+    Ok(super::fixed_hex(text, 16)? as u64)
 }
 
 fn check_digits(text: &str, start: usize) -> Result<(), LayoutError> {

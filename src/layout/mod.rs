@@ -334,6 +334,25 @@ pub(crate) fn vector_lines(text: &'static str) -> impl Iterator<Item = serde_jso
         .map(|l| serde_json::from_str(l).expect("vector line is JSON"))
 }
 
+/// Exactly `digits` hex digits (either case, at most 32) as the integer they spell.
+pub(crate) fn fixed_hex(text: &str, digits: usize) -> Result<u128, LayoutError> {
+    debug_assert!(digits <= 32);
+    if text.len() != digits {
+        return Err(LayoutError::WrongLength {
+            expected: format!("{digits} hex digits"),
+            got: text.chars().count(),
+        });
+    }
+    if let Some((pos, ch)) = text.char_indices().find(|(_, c)| !c.is_ascii_hexdigit()) {
+        return Err(LayoutError::BadChar {
+            ch,
+            pos,
+            expected: "a hex digit",
+        });
+    }
+    Ok(u128::from_str_radix(text, 16).expect("checked hex digits fit u128"))
+}
+
 /// An 8-byte binary ID as the big-endian integer it holds.
 pub(crate) fn be_u64(bytes: &[u8]) -> Result<u64, LayoutError> {
     let arr: [u8; 8] = bytes.try_into().map_err(|_| LayoutError::WrongLength {

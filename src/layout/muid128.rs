@@ -188,20 +188,7 @@ pub fn from_text(text: &str) -> Result<u128, LayoutError> {
 }
 
 fn parse_hex(text: &str) -> Result<u128, LayoutError> {
-    if text.len() != 2 * WIDTH {
-        return Err(LayoutError::WrongLength {
-            expected: "32 hex digits".into(),
-            got: text.chars().count(),
-        });
-    }
-    if let Some((pos, ch)) = text.char_indices().find(|(_, c)| !c.is_ascii_hexdigit()) {
-        return Err(LayoutError::BadChar {
-            ch,
-            pos,
-            expected: "a hex digit",
-        });
-    }
-    Ok(u128::from_str_radix(text, 16).expect("32 checked hex digits fit u128"))
+    super::fixed_hex(text, 2 * WIDTH)
 }
 
 fn value_of(id: &[u8]) -> Result<u128, LayoutError> {

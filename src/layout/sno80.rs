@@ -172,24 +172,10 @@ fn to_hex(id: &[u8; WIDTH], out: &mut String) {
 }
 
 fn from_hex(text: &str) -> Result<[u8; WIDTH], LayoutError> {
-    if text.len() != 2 * WIDTH {
-        return Err(LayoutError::WrongLength {
-            expected: "20 hex digits".into(),
-            got: text.chars().count(),
-        });
-    }
-    if let Some((pos, ch)) = text.char_indices().find(|(_, c)| !c.is_ascii_hexdigit()) {
-        return Err(LayoutError::BadChar {
-            ch,
-            pos,
-            expected: "a hex digit",
-        });
-    }
-    let digit = |b: u8| (b as char).to_digit(16).expect("checked hex digit") as u8;
-    let t = text.as_bytes();
-    Ok(std::array::from_fn(|i| {
-        digit(t[2 * i]) << 4 | digit(t[2 * i + 1])
-    }))
+    let v = super::fixed_hex(text, 2 * WIDTH)?;
+    Ok(v.to_be_bytes()[16 - WIDTH..]
+        .try_into()
+        .expect("the low ten bytes"))
 }
 
 /// The sno80 layout with its sequence shard `seq_min ..= seq_max`.

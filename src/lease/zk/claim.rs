@@ -163,13 +163,7 @@ async fn take_slot(
             .filter(|n| !held.contains(n) && !memo.skip.contains(n))
             .collect();
         if free.is_empty() {
-            ctx.metrics.pool_exhausted.set(1);
-            let why = format!("pool exhausted: all {pool} slots are held; waiting for one to free");
-            if !reported {
-                tracing::warn!(pool, "pool exhausted; waiting at the head of the queue");
-                reported = true;
-            }
-            ctx.pending(why);
+            exhausted(ctx, &mut reported);
             watcher.changed().await;
             continue;
         }
@@ -233,6 +227,18 @@ async fn try_slot(
     }
 }
 
+/// Says that every slot is held: the metric and the lease state always, the log once a claim.
+fn exhausted(ctx: &Ctx, reported: &mut bool) {
+    let pool = ctx.cfg.pool_size;
+    ctx.metrics.pool_exhausted.set(1);
+    if !std::mem::replace(reported, true) {
+        tracing::warn!(pool, "pool exhausted; waiting for a slot to free");
+    }
+    ctx.pending(format!(
+        "pool exhausted: all {pool} slots are held; waiting for one to free"
+    ));
+}
+
 /// Claims a slot of a large pool by random probes (see the module documentation).
 async fn probe_slot(
     ctx: &Ctx,
@@ -284,14 +290,7 @@ async fn probe_slot(
                 match free {
                     Some(s) => s,
                     None => {
-                        ctx.metrics.pool_exhausted.set(1);
-                        if !reported {
-                            tracing::warn!(pool, "pool exhausted; waiting for a slot to free");
-                            reported = true;
-                        }
-                        ctx.pending(format!(
-                            "pool exhausted: all {pool} slots are held; waiting for one to free"
-                        ));
+                        exhausted(ctx, &mut reported);
                         watcher.changed().await;
                         continue;
                     }
