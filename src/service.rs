@@ -424,3 +424,68 @@ mod tests {
         assert!(svc2.metrics.sequence_waits.get() >= 1);
     }
 }
+
+#[cfg(test)]
+mod sno80_tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::generator::Window;
+    use crate::layout::{by_name, LayoutParams};
+
+    /// Through the service and the real layout: a clock step back toggles sno80's tick bit and
+    /// the IDs issued at the earlier time stay distinct from those issued before the step.
+    #[tokio::test]
+    async fn clock_step_back_toggles_the_tick_bit() {
+        let unit = 4_000_000u64;
+        let epoch = crate::layout::sno80::EPOCH_UNIX_NS;
+        let clock = Arc::new(ManualClock::new(epoch + 1_000 * unit));
+        let layout = by_name("sno80", LayoutParams::default()).unwrap();
+        let window = Window {
+            slot: 42,
+            floor: 900,
+            mark: 2_000,
+            generation: 1,
+        };
+        let (_tx, rx) = watch::channel(LeaseState::Held(window));
+        let limits = Limits {
+            max_batch: 1_000,
+            max_wait: Duration::from_secs(5),
+        };
+        let metrics = Arc::new(Metrics::new("sno80", 0));
+        let svc = Service::new(layout, clock.clone(), metrics, rx, limits).unwrap();
+        let ask = Ask {
+            meta: Some(9),
+            transaction: false,
+        };
+        let mut out = Vec::new();
+        svc.issue(100, &ask, &mut out).await.unwrap();
+        clock.set(epoch + 950 * unit);
+        svc.issue(100, &ask, &mut out).await.unwrap();
+        let mut seen = std::collections::HashSet::new();
+        let mut ticks = Vec::new();
+        for id in out.chunks_exact(10) {
+            assert!(seen.insert(id.to_vec()), "duplicate {id:?}");
+            let f = svc.layout().decode(id).unwrap();
+            assert_eq!(
+                (f["meta"].as_u64(), f["partition"].as_u64()),
+                (Some(9), Some(42))
+            );
+            ticks.push((f["units"].as_u64().unwrap(), f["tick"].as_u64().unwrap()));
+        }
+        assert_eq!(ticks[0], (1_000, 0));
+        assert_eq!(
+            ticks[199],
+            (950, 1),
+            "after the step back: earlier units, other timeline"
+        );
+        assert_eq!(svc.metrics().clock_regressions.get(), 1);
+        assert_eq!(
+            svc.close(),
+            Some(Issued {
+                slot: 42,
+                tick: 1_000
+            }),
+            "the mark written down covers both timelines"
+        );
+    }
+}
