@@ -68,8 +68,9 @@ pub struct LayoutArgs {
     /// sno80: the highest sequence number this instance issues per 4 ms (sequence sharding).
     #[arg(long, env = "IDCAR_SEQUENCE_MAX", default_value_t = u16::MAX)]
     pub sequence_max: u16,
-    /// muid128: the first medallion of the pool; slot N's medallion is this plus N (default
-    /// 0x10000000000, the start of the seed's range). Decimal, or hex with 0x.
+    /// muid128: the first medallion of the pool, a multiple of 2^32; slot N's medallion is
+    /// this plus N (default 0x10000000000, the start of the seed's range). Decimal, or hex
+    /// with 0x.
     #[arg(long, env = "IDCAR_MEDALLION_BASE", default_value = "0x10000000000", value_parser = medallion_base)]
     pub medallion_base: u64,
 }

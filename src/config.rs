@@ -102,6 +102,15 @@ impl ServeConfig {
                     "--layout/--cluster-id/--base-clock/--mid-bits: {e}"
                 ))
             })?;
+        if a.cluster_id != 0 && !layout.has_cluster() {
+            return usage(format!(
+                "--cluster-id {}: layout {}'s IDs carry no cluster field, so instances in \
+                 different clusters would issue the same IDs; leave it at 0 (give deployments \
+                 that must not collide disjoint slots instead)",
+                a.cluster_id,
+                layout.name()
+            ));
+        }
         let scheme = layout.scheme();
         let now_ns = crate::clock::Clock::now_unix_ns(&crate::clock::SystemClock);
         if scheme.tick_at(now_ns).is_none() {

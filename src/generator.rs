@@ -84,6 +84,8 @@ pub struct Generator {
     behind: bool,
     /// The last wall-clock tick seen: a lower reading is a step back.
     wall: u64,
+    /// The highest wall-clock tick seen (or floor installed).
+    wall_hi: u64,
     /// The tick-tock timeline in use (always 0 without `tick_tock`).
     timeline: u8,
     /// No tick above this was issued on the other timeline (at least the floor).
@@ -107,6 +109,7 @@ impl Generator {
             next_seq: scheme.seq_max + 1,
             behind: false,
             wall: 0,
+            wall_hi: 0,
             timeline: 0,
             other: 0,
             slot: None,
@@ -157,6 +160,7 @@ impl Generator {
         // A clock reading below the floor is treated as a step back: some holder already
         // issued up to the floor, so issuing runs ahead of the clock from there.
         self.wall = self.wall.max(new.floor);
+        self.wall_hi = self.wall_hi.max(new.floor);
         self.window = Some(Window { mark, ..new });
     }
 
@@ -193,6 +197,7 @@ impl Generator {
     #[inline]
     pub fn take(&mut self, now: u64, want: u32) -> Result<Take, Refusal> {
         let w = self.window.ok_or(Refusal::NoLease)?;
+        let lead = self.scheme.lead_ticks;
         if now < self.wall {
             // The clock stepped back since the last reading (readings are taken under the
             // same lock, so this is the clock's doing, not a race between requests).
@@ -205,12 +210,17 @@ impl Generator {
                     self.tick = now;
                     self.next_seq = self.scheme.seq_min;
                     self.behind = false;
-                } else {
+                } else if self.tick > now.saturating_add(lead)
+                    && (lead == 0 || self.wall_hi > now.saturating_add(lead))
+                {
                     self.behind = true;
                 }
+                // Else the step back is within the lead: the lead's bound still applies (a
+                // wait of at most the step), so a small step cannot let issuing run away.
             }
         }
         self.wall = now;
+        self.wall_hi = self.wall_hi.max(now);
         if now > self.tick {
             if now > w.mark {
                 return Err(Refusal::MarkReached { mark: w.mark });
@@ -223,7 +233,6 @@ impl Generator {
             self.behind = false;
         }
         if self.next_seq > self.scheme.seq_max {
-            let lead = self.scheme.lead_ticks;
             if !self.behind && self.tick >= now.saturating_add(lead) {
                 self.exhausted += 1;
                 return Ok(Take::WaitFor {
@@ -535,6 +544,16 @@ mod tests {
         assert_eq!(run(g.take(100, 1)).tick, 101);
         assert_eq!(g.take(100, 1), Ok(Take::WaitFor { tick: 102 }));
         assert_eq!(g.take(102, 1), Err(Refusal::MarkReached { mark: 101 }));
+        // A step back smaller than the lead keeps the lead's bound: wait out the step.
+        let mut g = with(false, 3, 0, 1_000);
+        let ticks: Vec<u64> = (0..4).map(|_| run(g.take(100, 1)).tick).collect();
+        assert_eq!(ticks, [100, 101, 102, 103]);
+        assert_eq!(g.take(99, 1), Ok(Take::WaitFor { tick: 101 }));
+        assert_eq!(g.take(100, 1), Ok(Take::WaitFor { tick: 101 }));
+        assert_eq!(run(g.take(101, 1)).tick, 104);
+        // A larger step back runs ahead as in every layout (bounded by the mark).
+        assert_eq!(run(g.take(80, 1)).tick, 105);
+        assert_eq!(run(g.take(80, 1)).tick, 106);
     }
 
     proptest! {

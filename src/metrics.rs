@@ -196,7 +196,7 @@ impl Metrics {
                 &r,
                 IntCounter::new(
                     "idcar_sequence_overflow_ticks_total",
-                    "Ticks whose sequence range was spent while requests still wanted IDs                      (sequence overflow: demand above the layout's capacity per tick)",
+                    "Ticks whose sequence range was spent while requests still wanted IDs (sequence overflow: demand above the layout's capacity per tick)",
                 )
                 .unwrap(),
             ),

@@ -334,6 +334,22 @@ async fn sno80_static_end_to_end() {
             &["--layout", "sno80", "--generator-id", "65536"][..],
             "generator-id",
         ),
+        (
+            &["--layout", "muid128", "--medallion-base", "0x10000000001"][..],
+            "multiple of 0x100000000",
+        ),
+        (
+            &["--layout", "muid128", "--medallion-base", "0xfff00000000"][..],
+            "medallion",
+        ),
+        (
+            &["--layout", "sno80", "--cluster-id", "2"][..],
+            "no cluster field",
+        ),
+        (
+            &["--layout", "ugd60", "--cluster-id", "1"][..],
+            "no cluster field",
+        ),
     ] {
         let (code, _, err) = run(&[&["serve"][..], bad].concat());
         assert_eq!(code, 2, "{bad:?}: {err}");

@@ -146,6 +146,10 @@ impl Layout for Lable64 {
         "lable64"
     }
 
+    fn has_cluster(&self) -> bool {
+        true
+    }
+
     fn width(&self) -> usize {
         8
     }

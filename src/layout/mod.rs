@@ -203,6 +203,11 @@ pub trait Layout: Send + Sync + std::fmt::Debug {
     fn width(&self) -> usize;
     /// Time unit, epoch, sequence range and pool size.
     fn scheme(&self) -> Scheme;
+    /// Whether IDs carry the cluster ID (lable64). Without it the cluster only names a
+    /// ZooKeeper namespace, and two clusters would issue the same IDs.
+    fn has_cluster(&self) -> bool {
+        false
+    }
     /// The text form used when a request names none.
     fn default_form(&self) -> TextForm;
     /// Whether `form` is one of this layout's text forms.
@@ -280,6 +285,11 @@ pub fn by_name(name: &str, params: LayoutParams) -> Result<Box<dyn Layout>, Stri
         "si53" => Si53::new(params.base_clock_ms, params.mid_bits)
             .map(|l| Box::new(l) as Box<dyn Layout>)
             .map_err(|e| e.to_string()),
+        "muid128" if params.medallion_base % (1 << 32) != 0 => Err(format!(
+            "--medallion-base {:#x} must be a multiple of 0x100000000 (2^32, the pool's size), so \
+             pools with different bases never overlap",
+            params.medallion_base
+        )),
         "muid128" => Muid128::new(params.medallion_base)
             .map(|l| Box::new(l) as Box<dyn Layout>)
             .map_err(|e| format!("--medallion-base: {e}")),

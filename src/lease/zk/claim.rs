@@ -297,7 +297,6 @@ async fn probe_slot(
                 }
             }
         };
-        ctx.metrics.pool_exhausted.set(0);
         match try_slot(ctx, client, slot, owner, memo).await? {
             Tried::Claimed(c) => return Ok(c),
             Tried::Taken => misses += 1,
