@@ -285,7 +285,7 @@ pub fn by_name(name: &str, params: LayoutParams) -> Result<Box<dyn Layout>, Stri
         "si53" => Si53::new(params.base_clock_ms, params.mid_bits)
             .map(|l| Box::new(l) as Box<dyn Layout>)
             .map_err(|e| e.to_string()),
-        "muid128" if params.medallion_base % (1 << 32) != 0 => Err(format!(
+        "muid128" if !params.medallion_base.is_multiple_of(1 << 32) => Err(format!(
             "--medallion-base {:#x} must be a multiple of 0x100000000 (2^32, the pool's size), so \
              pools with different bases never overlap",
             params.medallion_base
