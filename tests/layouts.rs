@@ -505,3 +505,67 @@ async fn large_pools_are_probed_not_scanned() {
         );
     }
 }
+
+/// A crashed holder in a probed pool: once ZooKeeper expires its session, an instance that
+/// prefers the same partition takes it, waits past the mark the crashed one last wrote, and
+/// issues only above everything the crashed one issued.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probed_slot_taken_over_after_a_crash_waits_past_the_mark() {
+    let zk = Zk::standalone();
+    let args = [
+        "--layout",
+        "sno80",
+        "--generator-id",
+        "5",
+        "--zk",
+        &zk.connect(),
+        "--zk-session-timeout",
+        "2s",
+        "--threads",
+        "1",
+    ];
+    let layout = idcar::layout::by_name("sno80", Default::default()).unwrap();
+    let units = |ids: &idcar::client::Ids| -> Vec<u64> {
+        ids.iter()
+            .map(|id| u(&fields(&*layout, id), "units"))
+            .collect()
+    };
+    // The crashed holder's clock runs 3 s ahead: its IDs carry times the successor's clock
+    // reaches only later, so only the wait past the mark keeps the successor above them.
+    let a = Idcar::start(&[&args[..], &["--clock-skew", "3s"]].concat()).await;
+    a.wait_ready(Duration::from_secs(15)).await;
+    let from_a = a.binary().await.ids(5_000).await.unwrap();
+    a.signal(nix::sys::signal::Signal::SIGKILL);
+    let c = idcar::lease::zk::connect(&zk.connect(), Duration::from_secs(5), None)
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while c
+        .check_stat("/idcar/sno80/0/slots/5")
+        .await
+        .unwrap()
+        .is_some()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "session never expired"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut b = Idcar::start(&args).await;
+    b.wait_ready(Duration::from_secs(15)).await;
+    assert_eq!(b.metric("idcar_lease_slot").await, Some(5.0));
+    assert!(b.metric("idcar_lease_mark_wait_seconds_sum").await > Some(0.0));
+    let from_b = b.binary().await.ids(5_000).await.unwrap();
+    let last_a = units(&from_a).into_iter().max().unwrap();
+    assert!(
+        units(&from_b).iter().all(|u| *u > last_a),
+        "B issued at or below A's units"
+    );
+    let mut seen = HashSet::new();
+    assert!(from_a
+        .iter()
+        .chain(from_b.iter())
+        .all(|id| seen.insert(id.to_vec())));
+    b.stop_ok().await;
+}
