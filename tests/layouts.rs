@@ -569,3 +569,44 @@ async fn probed_slot_taken_over_after_a_crash_waits_past_the_mark() {
         .all(|id| seen.insert(id.to_vec())));
     b.stop_ok().await;
 }
+
+/// A probed slot whose mark is beyond --max-clock-wait (its last holder's clock ran far ahead)
+/// is given back untouched and another slot is probed, where a small pool would have picked
+/// the lowest mark anyway; the far mark is left as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probed_slot_with_a_far_mark_is_left_for_another() {
+    let zk = Zk::standalone();
+    let c = idcar::lease::zk::connect(&zk.connect(), Duration::from_secs(5), None)
+        .await
+        .unwrap();
+    let opts =
+        zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+    // 60 s ahead, in 4 ms units since 2010-01-01Z.
+    let far = (now_ms() + 60_000 - 1_262_304_000_000) / 4;
+    c.mkdir("/idcar/sno80/0/marks", &opts).await.unwrap();
+    c.create("/idcar/sno80/0/marks/5", far.to_string().as_bytes(), &opts)
+        .await
+        .unwrap();
+    let a = Idcar::start(&[
+        "--layout",
+        "sno80",
+        "--generator-id",
+        "5",
+        "--zk",
+        &zk.connect(),
+        "--zk-session-timeout",
+        "2s",
+    ])
+    .await;
+    a.wait_ready(Duration::from_secs(15)).await;
+    let slot = a.metric("idcar_lease_slot").await.unwrap();
+    assert!(slot >= 0.0 && slot != 5.0, "took slot {slot}");
+    assert!(a.logs().contains("trying another slot"), "{}", a.logs());
+    let (data, _) = c.get_data("/idcar/sno80/0/marks/5").await.unwrap();
+    assert_eq!(String::from_utf8(data).unwrap(), far.to_string());
+    assert!(c
+        .check_stat("/idcar/sno80/0/slots/5")
+        .await
+        .unwrap()
+        .is_none());
+}

@@ -41,9 +41,16 @@ pub struct Memo {
     /// Slots whose node this session may have created in a failed claim (ambiguous create,
     /// error after create): freed at the next claim if this session owns them.
     pub suspects: BTreeSet<u32>,
-    /// Slots whose mark is unreadable: never taken by this process.
+    /// Slots whose mark is unreadable, or (probed pools) too far ahead of our clock: never
+    /// taken by this process.
     pub skip: BTreeSet<u32>,
+    /// Probed slots given back because their mark was beyond `--max-clock-wait`.
+    pub far_ahead: u32,
 }
+
+/// How many far-ahead probed slots are given back before that is a fatal error (our clock is
+/// then behind the cluster's, not one odd slot ahead of it).
+pub const FAR_AHEAD_SKIPS: u32 = 16;
 
 /// Pools above this size are claimed by random probes instead of queue and listing.
 pub const PROBE_ABOVE: u32 = 1024;

@@ -511,6 +511,24 @@ async fn session(
         // Wait for the clock to pass the mark read; a far-behind clock is an error, not a wait.
         let waited = Instant::now();
         let wait = ctx.wait_past(held.floor);
+        if wait > ctx.cfg.max_clock_wait
+            && ctx.cfg.pool_size > claim::PROBE_ABOVE
+            && st.memo.far_ahead < claim::FAR_AHEAD_SKIPS
+        {
+            // A probed slot is a random pick, not the lowest mark: leave this one (its last
+            // holder's clock ran far ahead of ours) and probe another. Nothing was issued
+            // and the mark is untouched, so deleting our slot node is all there is to undo.
+            tracing::warn!(
+                slot = held.slot,
+                ahead = ?wait,
+                "slot's mark is further ahead of our clock than --max-clock-wait; trying another slot"
+            );
+            st.memo.far_ahead += 1;
+            st.memo.skip.insert(held.slot);
+            claim::delete_if_ours(ctx, client, held.slot).await;
+            *prefer = None;
+            continue;
+        }
         if wait > ctx.cfg.max_clock_wait {
             let e = LeaseError::ClockBehind {
                 key: ctx.paths.mark(held.slot),
