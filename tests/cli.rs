@@ -110,7 +110,15 @@ async fn get_and_environment_configuration() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(out.lines().count(), 3, "{out}");
-    let (code, o, _) = run(&["decode", "--json", out.lines().next().unwrap()]);
+    // The served layout named: a lable64 hex ID made only of digits also reads as a decimal
+    // integer of other layouts, and the guess would rightly refuse it.
+    let (code, o, _) = run(&[
+        "decode",
+        "--layout",
+        "lable64",
+        "--json",
+        out.lines().next().unwrap(),
+    ]);
     assert_eq!(code, 0);
     let v: serde_json::Value = serde_json::from_str(&o).unwrap();
     assert_eq!(
