@@ -195,12 +195,7 @@ impl Layout for Lable64 {
             TextForm::Hex => write!(out, "{id:016x}"),
             TextForm::Dec => write!(out, "{id}"),
             TextForm::I64 => write!(out, "{}", id as i64),
-            other => {
-                return Err(LayoutError::UnsupportedForm {
-                    form: other.name(),
-                    layout: "lable64",
-                })
-            }
+            other => return Err(LayoutError::unsupported(other, "lable64")),
         }
         .expect("writing to a String cannot fail");
         Ok(())
@@ -211,12 +206,7 @@ impl Layout for Lable64 {
             Some(TextForm::Hex) => parse_hex(text)?,
             Some(TextForm::Dec) => parse_dec(text)?,
             Some(TextForm::I64) => parse_i64(text)?,
-            Some(other) => {
-                return Err(LayoutError::UnsupportedForm {
-                    form: other.name(),
-                    layout: "lable64",
-                })
-            }
+            Some(other) => return Err(LayoutError::unsupported(other, "lable64")),
             None if text.starts_with('-') => parse_i64(text)?,
             None if text.len() == 16 && text.bytes().all(|b| b.is_ascii_hexdigit()) => {
                 parse_hex(text)?

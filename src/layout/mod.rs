@@ -180,6 +180,14 @@ pub enum LayoutError {
 }
 
 impl LayoutError {
+    /// `form` is not one of `layout`'s text forms.
+    pub fn unsupported(form: TextForm, layout: &'static str) -> LayoutError {
+        LayoutError::UnsupportedForm {
+            form: form.name(),
+            layout,
+        }
+    }
+
     pub fn kind(&self) -> &'static str {
         match self {
             LayoutError::WrongLength { .. } => "wrong_length",

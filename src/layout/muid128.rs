@@ -307,12 +307,7 @@ impl Layout for Muid128 {
         match form {
             TextForm::Muid => write_text(v, out),
             TextForm::Hex => write!(out, "{v:032x}").expect("writing to a String cannot fail"),
-            other => {
-                return Err(LayoutError::UnsupportedForm {
-                    form: other.name(),
-                    layout: "muid128",
-                })
-            }
+            other => return Err(LayoutError::unsupported(other, "muid128")),
         }
         Ok(())
     }
@@ -321,12 +316,7 @@ impl Layout for Muid128 {
         let v = match form {
             Some(TextForm::Muid) => from_text(text)?,
             Some(TextForm::Hex) => parse_hex(text)?,
-            Some(other) => {
-                return Err(LayoutError::UnsupportedForm {
-                    form: other.name(),
-                    layout: "muid128",
-                })
-            }
+            Some(other) => return Err(LayoutError::unsupported(other, "muid128")),
             None if text.contains('-') || text.len() == GROUPS[0].0 => from_text(text)?,
             None if text.len() == 2 * WIDTH => parse_hex(text)?,
             None => {

@@ -147,10 +147,7 @@ impl Layout for Si53 {
     fn format(&self, id: &[u8], form: TextForm, out: &mut String) -> Result<(), LayoutError> {
         use std::fmt::Write;
         if form != TextForm::Dec {
-            return Err(LayoutError::UnsupportedForm {
-                form: form.name(),
-                layout: "si53",
-            });
+            return Err(LayoutError::unsupported(form, "si53"));
         }
         write!(out, "{}", be_u64(id)?).expect("writing to a String cannot fail");
         Ok(())
@@ -158,10 +155,7 @@ impl Layout for Si53 {
 
     fn parse(&self, text: &str, form: Option<TextForm>) -> Result<Vec<u8>, LayoutError> {
         if let Some(f) = form.filter(|f| *f != TextForm::Dec) {
-            return Err(LayoutError::UnsupportedForm {
-                form: f.name(),
-                layout: "si53",
-            });
+            return Err(LayoutError::unsupported(f, "si53"));
         }
         if text.is_empty() {
             return Err(LayoutError::WrongLength {

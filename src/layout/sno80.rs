@@ -290,12 +290,7 @@ impl Layout for Sno80 {
         match form {
             TextForm::B32 => out.extend(encode_b32(&id).iter().map(|&b| b as char)),
             TextForm::Hex => to_hex(&id, out),
-            other => {
-                return Err(LayoutError::UnsupportedForm {
-                    form: other.name(),
-                    layout: "sno80",
-                })
-            }
+            other => return Err(LayoutError::unsupported(other, "sno80")),
         }
         Ok(())
     }
@@ -304,12 +299,7 @@ impl Layout for Sno80 {
         let id = match form {
             Some(TextForm::B32) => from_b32(text)?,
             Some(TextForm::Hex) => from_hex(text)?,
-            Some(other) => {
-                return Err(LayoutError::UnsupportedForm {
-                    form: other.name(),
-                    layout: "sno80",
-                })
-            }
+            Some(other) => return Err(LayoutError::unsupported(other, "sno80")),
             None if text.len() == 16 => from_b32(text)?,
             None if text.len() == 2 * WIDTH => from_hex(text)?,
             None => {

@@ -154,12 +154,7 @@ impl Layout for Ugd60 {
             TextForm::B64 => out.push_str(&to_display(v)),
             TextForm::Hex => write!(out, "{v:015x}").expect("writing to a String cannot fail"),
             TextForm::Dec => write!(out, "{v}").expect("writing to a String cannot fail"),
-            other => {
-                return Err(LayoutError::UnsupportedForm {
-                    form: other.name(),
-                    layout: "ugd60",
-                })
-            }
+            other => return Err(LayoutError::unsupported(other, "ugd60")),
         }
         Ok(())
     }
@@ -185,12 +180,7 @@ impl Layout for Ugd60 {
                 }
                 text.parse::<u64>().unwrap_or(u64::MAX)
             }
-            Some(other) => {
-                return Err(LayoutError::UnsupportedForm {
-                    form: other.name(),
-                    layout: "ugd60",
-                })
-            }
+            Some(other) => return Err(LayoutError::unsupported(other, "ugd60")),
             None if text.len() == 10 => from_display(text)?,
             None if is_hex(text) => u64::from_str_radix(text, 16).expect("checked"),
             None => {
