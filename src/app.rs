@@ -4,8 +4,10 @@
 use crate::cli::{Cli, Command, DecodeArgs, GetArgs, PoolArgs};
 use crate::clock::{Clock, SkewedClock, SystemClock};
 use crate::config::{self, LeaseSource, ServeConfig, UsageError};
+use crate::descriptors;
 use crate::layout::{self, TextForm};
 use crate::lease::local::{self, LocalConfig};
+use crate::lease::runtime::LeaseRuntime;
 use crate::lease::zk::{self, ZkConfig};
 use crate::metrics::Metrics;
 use crate::server;
@@ -45,20 +47,25 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// Waits for SIGTERM or SIGINT, cancels `token`; a second signal removes the socket file and
-/// exits at once (the state file's mark still covers everything issued).
+/// Waits for SIGTERM, SIGINT or SIGHUP and cancels `token` (drain and release); a second
+/// signal removes the socket file and exits at once (the lease's mark still covers everything
+/// issued).
 fn watch_signals(token: CancellationToken, socket: PathBuf) -> anyhow::Result<()> {
     let mut term = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
     let mut int = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
+    let mut hup = signal(SignalKind::hangup()).context("cannot watch SIGHUP")?;
     tokio::spawn(async move {
-        tokio::select! {
-            _ = term.recv() => tracing::info!(signal = "SIGTERM", "shutting down"),
-            _ = int.recv() => tracing::info!(signal = "SIGINT", "shutting down"),
-        }
+        let name = tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+            _ = hup.recv() => "SIGHUP",
+        };
+        tracing::info!(signal = name, "shutting down");
         token.cancel();
         tokio::select! {
             _ = term.recv() => {}
             _ = int.recv() => {}
+            _ = hup.recv() => {}
         }
         tracing::warn!("second signal: exiting now without draining");
         let _ = std::fs::remove_file(&socket);
@@ -67,8 +74,52 @@ fn watch_signals(token: CancellationToken, socket: PathBuf) -> anyhow::Result<()
     Ok(())
 }
 
+/// Raises the descriptor limit and fits `--max-connections` under it (see [`descriptors`]).
+fn budget_descriptors(cfg: &mut ServeConfig) -> anyhow::Result<()> {
+    let limit = match descriptors::raise_limit() {
+        Ok(r) => {
+            if r.after > r.before {
+                tracing::debug!(
+                    from = r.before,
+                    to = r.after,
+                    "raised the file-descriptor limit"
+                );
+            }
+            r.after
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the file-descriptor limit; not budgeting");
+            return Ok(());
+        }
+    };
+    let admin = if cfg.admin_addr.is_some() {
+        cfg.admin.max_connections
+    } else {
+        0
+    };
+    match descriptors::fit(cfg.conn.max_connections, admin, limit) {
+        Ok(None) => Ok(()),
+        Ok(Some(n)) => {
+            tracing::warn!(
+                asked = cfg.conn.max_connections,
+                using = n,
+                descriptor_limit = limit,
+                "--max-connections lowered to {n}: the file-descriptor limit ({limit}) must also \
+                 hold --admin-max-connections ({admin}) and {} descriptors kept for the lease; \
+                 raise the limit (ulimit -n) or set --max-connections/IDCAR_MAX_CONNECTIONS to \
+                 at most {n}",
+                descriptors::RESERVE
+            );
+            cfg.conn.max_connections = n;
+            Ok(())
+        }
+        Err(why) => Err(UsageError(why).into()),
+    }
+}
+
 /// Serves until a signal, then drains and releases the lease.
-pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
+pub async fn serve(mut cfg: ServeConfig) -> anyhow::Result<()> {
+    budget_descriptors(&mut cfg)?;
     let shutdown = CancellationToken::new();
     watch_signals(shutdown.clone(), cfg.socket.clone())?;
     let scheme = cfg.layout.scheme();
@@ -94,6 +145,9 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
         None => None,
     };
     let (listener, socket_file) = server::socket::bind(&cfg.socket, cfg.socket_mode)?;
+    // The lease and the task that installs its changes run on their own thread.
+    let lease_rt = LeaseRuntime::start().context("cannot start the lease thread")?;
+    let entered = lease_rt.handle().enter();
     let lease = match &cfg.lease {
         LeaseSource::Static { slot, state_file } => local::start(
             LocalConfig {
@@ -133,6 +187,7 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
     let svc = Service::new(cfg.layout, clock, metrics, lease.subscribe(), cfg.limits)
         .context("cannot start the timer thread")?;
     let follower = tokio::spawn(svc.clone().follow_lease());
+    drop(entered);
 
     tracing::info!(
         socket = %cfg.socket.display(),
@@ -150,8 +205,14 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
     );
     // The admin listener outlives the drain (readiness turns false at once) and stops last.
     let admin_stop = CancellationToken::new();
-    let admin_task =
-        admin.map(|l| tokio::spawn(server::run_admin(l, svc.clone(), admin_stop.clone())));
+    let admin_task = admin.map(|l| {
+        tokio::spawn(server::run_admin(
+            l,
+            svc.clone(),
+            cfg.admin,
+            admin_stop.clone(),
+        ))
+    });
     let mut lease_state = lease.subscribe();
     let mut unix = tokio::spawn(server::run_unix(
         listener,
@@ -193,6 +254,7 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
     if let Some(t) = admin_task {
         let _ = t.await;
     }
+    drop(lease_rt);
     if let Some(why) = failure {
         anyhow::bail!(why);
     }

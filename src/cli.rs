@@ -179,13 +179,23 @@ pub struct ServeArgs {
     /// Longest a request may wait for sequence numbers before it is refused (503).
     #[arg(long, env = "IDCAR_REQUEST_TIMEOUT", default_value = "5s", value_parser = duration)]
     pub request_timeout: Duration,
-    /// Most client connections served at once; more wait in the listen backlog.
+    /// Most client connections served at once; at the cap, a new connection evicts the
+    /// idle one quiet the longest (waiting for a request, trickling one, or not reading). Lowered
+    /// (with a warning) when the process's file-descriptor limit cannot hold this many plus
+    /// the admin listener's and the lease's reserve.
     #[arg(long, env = "IDCAR_MAX_CONNECTIONS", default_value_t = 1024)]
     pub max_connections: usize,
-    /// How long a connection may idle: before its first bytes, between binary frames, while
-    /// sending HTTP headers, or not reading a response.
+    /// Bounds each phase of a socket connection: the wait for a request's first byte, the
+    /// time from a request's first byte to its last, and the time a response waits for the
+    /// client to read it. A connection past any of these is closed.
     #[arg(long, env = "IDCAR_IDLE_TIMEOUT", default_value = "30s", value_parser = duration)]
     pub idle_timeout: Duration,
+    /// Most admin connections held at once; a new one beyond this evicts the longest-quiet idle one.
+    #[arg(long, env = "IDCAR_ADMIN_MAX_CONNECTIONS", default_value_t = 64)]
+    pub admin_max_connections: usize,
+    /// The deadlines of admin connections (as --idle-timeout for the socket).
+    #[arg(long, env = "IDCAR_ADMIN_TIMEOUT", default_value = "5s", value_parser = duration)]
+    pub admin_timeout: Duration,
     /// How long shutdown waits for in-flight requests.
     #[arg(long, env = "IDCAR_SHUTDOWN_GRACE", default_value = "10s", value_parser = duration)]
     pub shutdown_grace: Duration,

@@ -3,7 +3,7 @@
 
 use crate::cli::{ServeArgs, ZkArgs};
 use crate::layout::{self, Layout};
-use crate::server::ConnLimits;
+use crate::server::{AdminLimits, ConnLimits};
 use crate::service::Limits;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -24,6 +24,7 @@ pub struct ServeConfig {
     pub socket: PathBuf,
     pub socket_mode: u32,
     pub admin_addr: Option<SocketAddr>,
+    pub admin: AdminLimits,
     pub layout: Box<dyn Layout>,
     pub cluster: u8,
     /// Where the slot comes from.
@@ -179,6 +180,7 @@ impl ServeConfig {
             ("--max-clock-wait", a.max_clock_wait),
             ("--request-timeout", a.request_timeout),
             ("--idle-timeout", a.idle_timeout),
+            ("--admin-timeout", a.admin_timeout),
             ("--shutdown-grace", a.shutdown_grace),
         ] {
             if d > HOUR {
@@ -202,8 +204,10 @@ impl ServeConfig {
                 a.max_clock_wait, a.lease_horizon
             ));
         }
-        if a.request_timeout.is_zero() || a.idle_timeout.is_zero() {
-            return usage("--request-timeout and --idle-timeout must be above zero");
+        if a.request_timeout.is_zero() || a.idle_timeout.is_zero() || a.admin_timeout.is_zero() {
+            return usage(
+                "--request-timeout, --idle-timeout and --admin-timeout must be above zero",
+            );
         }
         let per_second = scheme.ids_per_tick() as f64 * 1e9 / scheme.tick_ns as f64;
         let servable = per_second * a.request_timeout.as_secs_f64();
@@ -225,6 +229,9 @@ impl ServeConfig {
         if a.max_connections == 0 || a.max_connections > 65_536 {
             return usage("--max-connections must be between 1 and 65536");
         }
+        if a.admin_max_connections == 0 || a.admin_max_connections > 4_096 {
+            return usage("--admin-max-connections must be between 1 and 4096");
+        }
         if a.threads == 0 || a.threads > 256 {
             return usage("--threads must be between 1 and 256");
         }
@@ -232,6 +239,10 @@ impl ServeConfig {
             socket: a.socket.clone(),
             socket_mode: mode(&a.socket_mode)?,
             admin_addr,
+            admin: AdminLimits {
+                max_connections: a.admin_max_connections,
+                timeout: a.admin_timeout,
+            },
             cluster: a.cluster_id,
             lease,
             horizon: a.lease_horizon,
@@ -321,6 +332,11 @@ mod tests {
                 "--max-clock-wait",
             ),
             (&["--threads", "0"][..], "--threads"),
+            (
+                &["--admin-max-connections", "0"][..],
+                "--admin-max-connections",
+            ),
+            (&["--admin-timeout", "0s"][..], "--admin-timeout"),
         ] {
             let e = parse(args).unwrap_err().to_string();
             assert!(e.contains(flag), "{args:?}: {e}");

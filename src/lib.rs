@@ -8,11 +8,12 @@
 //! - [`clock`], [`timer`]: the wall clock seam and precise sub-millisecond waits.
 //! - [`lease`]: who may issue for which slot up to which time; [`lease::local`] keeps a static
 //!   slot's time mark in a state file, [`lease::zk`] negotiates a slot in ZooKeeper and fences
-//!   it with a compare-and-set time mark.
+//!   it with a compare-and-set time mark; [`lease::runtime`] runs both on their own thread.
 //! - [`service`]: generator + lease + clock, the one entry point for issuing IDs.
 //! - [`server`]: the Unix-socket API (HTTP/1.1 and a binary protocol) and the admin listener.
 //! - [`metrics`]: every Prometheus metric, typed.
-//! - [`cli`], [`config`], [`app`]: arguments, validated configuration, and the `serve` run.
+//! - [`cli`], [`config`], [`app`]: arguments, validated configuration, and the `serve` run;
+//!   [`descriptors`]: the file-descriptor budget that keeps a reserve for the lease.
 //! - [`client`]: a small client for the socket, used by `idcar get`, examples and tests.
 
 #![forbid(unsafe_code)]
@@ -22,6 +23,7 @@ pub mod cli;
 pub mod client;
 pub mod clock;
 pub mod config;
+pub mod descriptors;
 pub mod generator;
 pub mod layout;
 pub mod lease;

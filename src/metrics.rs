@@ -27,6 +27,27 @@ impl Interface {
     }
 }
 
+/// Which listener a connection came through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Listener {
+    Socket,
+    Admin,
+}
+
+impl Listener {
+    pub fn label(self) -> &'static str {
+        match self {
+            Listener::Socket => "socket",
+            Listener::Admin => "admin",
+        }
+    }
+}
+
+/// Why a connection was closed by idcar, as counted in
+/// `idcar_connections_closed_total{listener,reason}`: one of its deadlines passed
+/// ([`crate::server::deadline::Expiry`]), or (admin) a newer connection evicted it.
+pub const CLOSE_REASONS: [&str; 4] = ["idle", "slow_request", "slow_reader", "evicted"];
+
 /// How a request ended, as counted in `idcar_requests_total{outcome}`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
@@ -74,6 +95,7 @@ pub struct Metrics {
     pub lease_renewals: IntCounterVec,
     pub lease_mark_wait_seconds: Histogram,
     pub connections: IntGaugeVec,
+    connections_closed: IntCounterVec,
     /// Slots this instance may negotiate (ZooKeeper mode).
     pub pool_size: IntGauge,
     /// Slots held in this cluster, by anyone (from a watch on `slots/`).
@@ -108,7 +130,9 @@ pub const REFUSAL_REASONS: [&str; 5] = [
     "timed_out",
 ];
 
-/// Why a lease was lost, as counted in `idcar_lease_losses_total{reason}`.
+/// Why a lease was lost, as counted in `idcar_lease_losses_total{reason}`: the ZooKeeper
+/// session expired, another holder wrote the mark (stolen), or the mark ran out because its
+/// store (ZooKeeper, or a static lease's state file) could not be written (unreachable).
 pub const LOSS_REASONS: [&str; 3] = ["expired", "stolen", "unreachable"];
 
 fn reg<T: prometheus::core::Collector + Clone + 'static>(r: &Registry, m: T) -> T {
@@ -266,9 +290,22 @@ impl Metrics {
                 IntGaugeVec::new(
                     Opts::new(
                         "idcar_open_connections",
-                        "Open client connections, by interface",
+                        "Open client connections on the socket, from accept to close, by interface \
+                         (pending: accepted, protocol not known yet)",
                     ),
                     &["interface"],
+                )
+                .unwrap(),
+            ),
+            connections_closed: reg(
+                &r,
+                IntCounterVec::new(
+                    Opts::new(
+                        "idcar_connections_closed_total",
+                        "Connections idcar closed, by listener and reason: a deadline passed \
+                         (idle, slow_request, slow_reader) or a newer admin connection evicted it",
+                    ),
+                    &["listener", "reason"],
                 )
                 .unwrap(),
             ),
@@ -360,8 +397,14 @@ impl Metrics {
             m.refusals.with_label_values(&[reason]);
         }
         m.lease_slot.set(-1);
-        for i in Interface::ALL {
-            m.connections.with_label_values(&[i.label()]);
+        for i in ["pending", "http", "binary"] {
+            m.connections.with_label_values(&[i]);
+        }
+        for reason in &CLOSE_REASONS[..3] {
+            m.connections_closed.with_label_values(&["socket", reason]);
+        }
+        for reason in CLOSE_REASONS {
+            m.connections_closed.with_label_values(&["admin", reason]);
         }
         for result in ["ok", "error"] {
             m.lease_renewals.with_label_values(&[result]);
@@ -376,6 +419,19 @@ impl Metrics {
                 .with_label_values(&[s])
                 .set(i64::from(s == state));
         }
+    }
+
+    /// Counts a connection idcar closed (`reason` one of [`CLOSE_REASONS`]).
+    pub fn connection_closed(&self, l: Listener, reason: &str) {
+        self.connections_closed
+            .with_label_values(&[l.label(), reason])
+            .inc();
+    }
+
+    pub fn connections_closed(&self, l: Listener, reason: &str) -> u64 {
+        self.connections_closed
+            .with_label_values(&[l.label(), reason])
+            .get()
     }
 
     /// Records one finished request.

@@ -111,6 +111,10 @@ impl Service {
         &self.metrics
     }
 
+    pub fn metrics_arc(&self) -> Arc<Metrics> {
+        self.metrics.clone()
+    }
+
     pub fn limits(&self) -> Limits {
         self.limits
     }

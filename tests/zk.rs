@@ -678,3 +678,60 @@ async fn lost_reply_to_an_applied_renewal_keeps_the_lease() {
     );
     assert_eq!(a.admin_get("/readyz").await.0, 200);
 }
+
+/// ZooKeeper mode under a descriptor limit of 256 with the socket and the admin port flooded
+/// and other clients hammering, for longer than the horizon: every renewal succeeds and the
+/// lease is never lost (the lease runs on its own thread, with descriptors kept for it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flooded_instance_keeps_its_zookeeper_lease() {
+    raise_nofile();
+    let zk = Zk::standalone();
+    let args = zk_serve(&zk, &["--idle-timeout", "10s"]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut idcar = Idcar::start_under("ulimit -n 256", &args).await;
+    idcar.wait_ready(Duration::from_secs(20)).await;
+    let until = Instant::now() + Duration::from_secs(5);
+    let (socket, admin) = (idcar.socket.clone(), idcar.admin.clone());
+    let flood = tokio::spawn(async move {
+        let mut held = Vec::new();
+        for i in 0..1_500 {
+            if i % 2 == 0 {
+                if let Ok(Ok(s)) = tokio::time::timeout(
+                    Duration::from_millis(200),
+                    tokio::net::UnixStream::connect(&socket),
+                )
+                .await
+                {
+                    held.push(Box::new(s) as Box<dyn std::any::Any + Send>);
+                }
+            } else if let Ok(Ok(s)) = tokio::time::timeout(
+                Duration::from_millis(200),
+                tokio::net::TcpStream::connect(&admin),
+            )
+            .await
+            {
+                held.push(Box::new(s));
+            }
+        }
+        tokio::time::sleep_until(until.into()).await;
+        held.len()
+    });
+    let (ids, refused) = hammer(&idcar, until).await;
+    let opened = flood.await.unwrap();
+    assert!(opened > 1_000, "{opened}");
+    assert!(ids.len() > 1_000, "{} IDs", ids.len());
+    assert_eq!(refused, 0, "{}", idcar.logs());
+    assert_eq!(
+        idcar
+            .metric("idcar_lease_renewals_total{result=\"error\"}")
+            .await,
+        Some(0.0)
+    );
+    assert_eq!(idcar.metric_sum("idcar_lease_losses_total").await, 0.0);
+    assert!(
+        !idcar.logs().contains("Too many open files"),
+        "{}",
+        idcar.logs()
+    );
+    idcar.stop_ok().await;
+}

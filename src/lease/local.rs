@@ -142,6 +142,8 @@ async fn maintain(
     let horizon = ctx.scheme.ticks_in(ctx.cfg.horizon);
     let mut mark = floor;
     let mut held = false;
+    // Set while the mark has run out with renewals failing: counted once as a loss.
+    let mut lapsed = false;
     let mut backoff = Duration::from_millis(100);
     loop {
         let want = mark.max(ctx.now_tick().saturating_add(horizon));
@@ -160,9 +162,10 @@ async fn maintain(
                     generation: 1,
                 };
                 ctx.tx.send_replace(LeaseState::Held(w));
-                if !held {
+                if !held || lapsed {
                     tracing::info!(slot = ctx.cfg.slot, floor, mark, "lease held");
                     held = true;
+                    lapsed = false;
                 }
                 backoff = Duration::from_millis(100);
                 ctx.cfg.renew_every
@@ -174,8 +177,28 @@ async fn maintain(
                     .with_label_values(&["error"])
                     .inc();
                 tracing::warn!(error = %e, mark, "could not renew the time mark");
+                if held && !lapsed && ctx.now_tick() > mark {
+                    // The mark ran out: the generator has stopped; say so and count it.
+                    lapsed = true;
+                    ctx.metrics
+                        .lease_losses
+                        .with_label_values(&["unreachable"])
+                        .inc();
+                    tracing::error!(error = %e, mark, "lease lost: the time mark ran out and the state file cannot be written");
+                    ctx.tx.send_replace(LeaseState::Lost {
+                        reason: format!(
+                            "the time mark ran out and the state file cannot be written: {e}"
+                        ),
+                    });
+                }
                 backoff = (backoff * 2).min(ctx.cfg.renew_every);
-                backoff
+                // Wake when the mark runs out, to report it then rather than a backoff later.
+                let until_out = ctx.wait_past(mark);
+                if held && !lapsed && !until_out.is_zero() {
+                    backoff.min(until_out)
+                } else {
+                    backoff
+                }
             }
         };
         tokio::select! {

@@ -4,11 +4,17 @@
 //! time unit. A write goes to a temporary file in the same directory, is fsynced, renamed over
 //! the old file, and the directory is fsynced, so a crash leaves the old or the new file whole.
 //! An advisory lock on `<file>.lock` keeps two processes off the same state file.
+//!
+//! The state file, its lock and its temporary files are `0600` whatever the umask (they are
+//! this process's business alone), and none of them may be a symbolic link: a write renames a
+//! new file over the path, which would silently replace a link instead of writing where it
+//! points, so a link is refused with a clear error instead.
 
 use super::LeaseError;
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
@@ -32,17 +38,45 @@ fn err(path: &Path, why: impl std::fmt::Display) -> LeaseError {
     }
 }
 
+/// Refuses `p` when it is a symbolic link.
+fn not_a_link(p: &Path, state: &Path) -> Result<(), LeaseError> {
+    match std::fs::symlink_metadata(p) {
+        Ok(m) if m.file_type().is_symlink() => Err(err(
+            state,
+            format!(
+                "{} is a symbolic link; refusing to follow it (idcar replaces the file on every \
+                 write, which would replace the link): give the real path",
+                p.display()
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Opens (creating) `p` for writing, owner-only, never through a symbolic link.
+fn open_private(p: &Path, truncate: bool) -> std::io::Result<File> {
+    let f = OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(truncate)
+        .mode(0o600)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(p)?;
+    // The mode above passes through the umask; set it exactly.
+    f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    Ok(f)
+}
+
 impl StateFile {
     /// Locks the state file at `path` (creating its lock file), failing if another process
-    /// holds it.
+    /// holds it, or if the file or its lock is a symbolic link.
     pub fn open(path: &Path) -> Result<StateFile, LeaseError> {
         let mut lock_path = path.as_os_str().to_owned();
         lock_path.push(".lock");
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
+        let lock_path = PathBuf::from(lock_path);
+        not_a_link(path, path)?;
+        not_a_link(&lock_path, path)?;
+        let lock = open_private(&lock_path, false)
             .map_err(|e| err(path, format!("cannot create lock file: {e}")))?;
         lock.try_lock().map_err(|e| match e {
             std::fs::TryLockError::WouldBlock => err(
@@ -65,6 +99,11 @@ impl StateFile {
                     let _ = std::fs::remove_file(e.path());
                 }
             }
+        }
+        // A state file written by an older idcar (or under another umask) becomes owner-only.
+        if std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o077 != 0) {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+                .map_err(|e| err(path, format!("cannot make it owner-only: {e}")))?;
         }
         Ok(StateFile {
             path: path.to_owned(),
@@ -100,6 +139,7 @@ impl StateFile {
 
     /// Stores `mark` for `key`, keeping other keys, durably.
     pub fn write(&self, key: &str, mark: u64) -> Result<(), LeaseError> {
+        not_a_link(&self.path, &self.path)?;
         let mut c = self.read_all()?;
         c.version = 1;
         c.marks.insert(key.to_owned(), mark);
@@ -112,7 +152,7 @@ impl StateFile {
         tmp_name.push(format!(".tmp.{}", std::process::id()));
         let tmp = dir.join(tmp_name);
         let result = (|| -> std::io::Result<()> {
-            let mut f = File::create(&tmp)?;
+            let mut f = open_private(&tmp, true)?;
             f.write_all(&text)?;
             f.sync_all()?;
             std::fs::rename(&tmp, &self.path)?;
@@ -155,6 +195,40 @@ mod tests {
         let _f = StateFile::open(&p).unwrap();
         let e = StateFile::open(&p).unwrap_err().to_string();
         assert!(e.contains("locked by another process"), "{e}");
+    }
+
+    #[test]
+    fn files_are_owner_only_whatever_the_umask() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("s.json");
+        std::fs::write(&p, r#"{"version":1,"marks":{}}"#).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let f = StateFile::open(&p).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&p), 0o600, "an existing file is made owner-only");
+        f.write("a", 1).unwrap();
+        assert_eq!(mode(&p), 0o600);
+        assert_eq!(mode(&dir.path().join("s.json.lock")), 0o600);
+    }
+
+    #[test]
+    fn symbolic_links_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real.json");
+        std::fs::write(&real, r#"{"version":1,"marks":{"a":5}}"#).unwrap();
+        let link = dir.path().join("link.json");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let e = StateFile::open(&link).unwrap_err().to_string();
+        assert!(e.contains("symbolic link"), "{e}");
+        // A link for the lock file is refused too.
+        let p = dir.path().join("s.json");
+        std::os::unix::fs::symlink(&real, dir.path().join("s.json.lock")).unwrap();
+        let e = StateFile::open(&p).unwrap_err().to_string();
+        assert!(e.contains("symbolic link"), "{e}");
+        assert!(std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
     }
 
     #[test]

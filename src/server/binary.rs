@@ -4,11 +4,12 @@
 //! one go, so pipelined requests cost one write. IDs are packed straight into the output
 //! buffer behind a header whose length is filled in afterwards.
 
+use super::deadline::{Deadlined, Phases};
 use super::frame::{self, FrameError, Request, Status};
 use crate::metrics::{Interface, Outcome};
 use crate::service::Service;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 use tokio_util::sync::CancellationToken;
@@ -18,13 +19,14 @@ const FLUSH_AT: usize = 64 * 1024;
 /// Buffers that grew past this during a burst are shrunk back afterwards.
 const KEEP_CAPACITY: usize = 1024 * 1024;
 
-/// Runs the protocol until the peer closes or idles past `idle`, a frame cannot be
-/// resynchronised, a write stalls past `idle`, or shutdown.
+/// Runs the protocol until the peer closes, a frame cannot be resynchronised, one of the
+/// connection's deadlines passes (`stream` enforces them; `phases` learns where frames end),
+/// or shutdown.
 pub async fn serve(
-    mut stream: UnixStream,
+    mut stream: Deadlined<UnixStream>,
     first: Vec<u8>,
     svc: Arc<Service>,
-    idle: Duration,
+    phases: Arc<Phases>,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
     let mut rbuf = first;
@@ -54,14 +56,19 @@ pub async fn serve(
                 }
             }
             if wbuf.len() >= FLUSH_AT {
-                write(&mut stream, &wbuf, idle).await?;
+                stream.write_all(&wbuf).await?;
                 wbuf.clear();
             }
         }
         rbuf.drain(..used);
         if !wbuf.is_empty() {
-            write(&mut stream, &wbuf, idle).await?;
+            stream.write_all(&wbuf).await?;
             wbuf.clear();
+        }
+        if used > 0 {
+            // The frames read are answered: what is left (if anything) is the start of the
+            // next request, whose deadline runs from now, not from the first frame's bytes.
+            phases.answered(!rbuf.is_empty());
         }
         if close {
             return Ok(());
@@ -73,23 +80,13 @@ pub async fn serve(
             rbuf.shrink_to(4096);
         }
         let n = tokio::select! {
-            r = tokio::time::timeout(idle, stream.read_buf(&mut rbuf)) => match r {
-                Ok(r) => r?,
-                Err(_) => return Ok(()),
-            },
+            r = stream.read_buf(&mut rbuf) => r?,
             _ = shutdown.cancelled() => return Ok(()),
         };
         if n == 0 {
             return Ok(());
         }
     }
-}
-
-/// Writes `buf`, giving up when the peer does not read for `idle`.
-async fn write(stream: &mut UnixStream, buf: &[u8], idle: Duration) -> std::io::Result<()> {
-    tokio::time::timeout(idle, stream.write_all(buf))
-        .await
-        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "peer stopped reading"))?
 }
 
 async fn answer(svc: &Service, req: Request, out: &mut Vec<u8>) {

@@ -96,44 +96,58 @@ pub async fn handle<B>(
     Ok(resp)
 }
 
-/// The query parameters idcar knows.
+/// The query parameters idcar knows, percent-decoded.
 #[derive(Default)]
-struct Params<'a> {
-    count: Option<&'a str>,
-    format: Option<&'a str>,
-    meta: Option<&'a str>,
-    transaction: Option<&'a str>,
+struct Params {
+    count: Option<String>,
+    format: Option<String>,
+    meta: Option<String>,
+    transaction: Option<String>,
 }
 
-fn params(query: &str) -> Result<Params<'_>, String> {
+/// Parses the query string (`application/x-www-form-urlencoded`: `%32` is `2`, `+` a space).
+/// An unknown or repeated parameter is an error: a request that says two things is refused
+/// rather than half-read.
+fn params(query: &str) -> Result<Params, String> {
     let mut p = Params::default();
-    for pair in query.split('&').filter(|s| !s.is_empty()) {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        match k {
-            "count" => p.count = Some(v),
-            "format" => p.format = Some(v),
-            "meta" => p.meta = Some(v),
-            "transaction" => p.transaction = Some(v),
+    for (k, v) in form_urlencoded::parse(query.as_bytes()) {
+        let slot = match &*k {
+            "count" => &mut p.count,
+            "format" => &mut p.format,
+            "meta" => &mut p.meta,
+            "transaction" => &mut p.transaction,
             other => {
                 return Err(format!(
                     "unknown parameter {other:?} (known: count, format, meta, transaction)"
                 ))
             }
+        };
+        if slot.is_some() {
+            return Err(format!("parameter {k:?} given more than once"));
         }
+        *slot = Some(v.into_owned());
     }
     Ok(p)
 }
 
+/// A whole number written with decimal digits only (no sign, no spaces, no `0x`).
+fn digits<T: std::str::FromStr>(s: &str) -> Option<T> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
+}
+
 /// The request options in `p`, checked against the layout.
-fn ask(svc: &Service, p: &Params<'_>) -> Result<Ask, String> {
+fn ask(svc: &Service, p: &Params) -> Result<Ask, String> {
     let meta = p
         .meta
+        .as_deref()
         .map(|m| {
-            m.parse::<u8>()
-                .map_err(|_| format!("meta must be a whole number 0-255, got {m:?}"))
+            digits::<u8>(m).ok_or_else(|| format!("meta must be a whole number 0-255, got {m:?}"))
         })
         .transpose()?;
-    let transaction = match p.transaction {
+    let transaction = match p.transaction.as_deref() {
         None | Some("0" | "false") => false,
         Some("" | "1" | "true") => true,
         Some(t) => return Err(format!("transaction must be true or false, got {t:?}")),
@@ -148,7 +162,7 @@ async fn route(svc: &Service, path: &str, query: &str, json: bool) -> Reply {
         Ok(p) => p,
         Err(e) => return fail(StatusCode::BAD_REQUEST, e, json),
     };
-    let form = match p.format.map(TextForm::parse).transpose() {
+    let form = match p.format.as_deref().map(TextForm::parse).transpose() {
         Ok(f) => f,
         Err(e) => return fail(StatusCode::BAD_REQUEST, e, json),
     };
@@ -167,7 +181,7 @@ async fn route(svc: &Service, path: &str, query: &str, json: bool) -> Reply {
     }
     match path {
         "/id" | "/ids" => {
-            let count = match (path, p.count) {
+            let count = match (path, p.count.as_deref()) {
                 ("/id", None) => 1,
                 ("/id", Some(_)) => {
                     return fail(
@@ -183,9 +197,9 @@ async fn route(svc: &Service, path: &str, query: &str, json: bool) -> Reply {
                         json,
                     )
                 }
-                (_, Some(c)) => match c.parse::<u64>() {
-                    Ok(n) => n,
-                    Err(_) => {
+                (_, Some(c)) => match digits::<u64>(c) {
+                    Some(n) => n,
+                    None => {
                         return fail(
                             StatusCode::BAD_REQUEST,
                             format!("count must be a whole number, got {c:?}"),

@@ -5,16 +5,24 @@
 //! accepting, let open connections finish their in-flight requests (HTTP connections are
 //! closed gracefully, binary ones after the frames already read), and return once every
 //! connection task has ended or the grace period is over.
+//!
+//! Every resource a client can hold has a cap and a clock: the socket serves at most
+//! `--max-connections` at once, the admin listener at most `--admin-max-connections`; at the
+//! cap a new connection evicts the longest-quiet idle one ([`roster`]), and every connection lives
+//! under the [`deadline`]s of its listener.
 
 pub mod admin;
 pub mod binary;
+pub mod deadline;
 pub mod frame;
 pub mod http;
 mod prefixed;
+mod roster;
 pub mod socket;
 
-use crate::metrics::Interface;
+use crate::metrics::{Interface, Listener, Metrics};
 use crate::service::Service;
+use deadline::{Deadlined, Phases};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -22,20 +30,28 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::net::{TcpListener, UnixListener};
-use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 /// Connection limits for the Unix socket.
 #[derive(Clone, Copy, Debug)]
 pub struct ConnLimits {
-    /// Connections beyond this wait in the listen backlog.
+    /// Connections served at once; at the cap a new one evicts the longest-quiet idle one.
     pub max_connections: usize,
-    /// How long a connection may sit idle: before its first byte, between binary frames,
-    /// while sending HTTP headers, or not reading a response.
+    /// Bounds each phase of a connection: the wait for a request's first byte, the time from
+    /// a request's first byte to its last, and a response's wait for the client to read it.
     pub idle_timeout: Duration,
     /// How long shutdown waits for open connections.
     pub grace: Duration,
+}
+
+/// Connection limits for the admin listener.
+#[derive(Clone, Copy, Debug)]
+pub struct AdminLimits {
+    /// Connections held at once; a new one beyond this evicts the longest-quiet idle one.
+    pub max_connections: usize,
+    /// The deadlines of every admin connection (see [`deadline`]).
+    pub timeout: Duration,
 }
 
 /// Serves the Unix socket until `shutdown` is cancelled, then drains.
@@ -45,26 +61,80 @@ pub async fn run_unix(
     limits: ConnLimits,
     shutdown: CancellationToken,
 ) {
+    let accept = || async { listener.accept().await.map(|(s, _)| s) };
+    let caps = (limits.max_connections, limits.idle_timeout, limits.grace);
+    run_listener(Listener::Socket, accept, svc, caps, shutdown, connection).await;
+}
+
+/// Serves the admin endpoints until `shutdown` is cancelled.
+pub async fn run_admin(
+    listener: TcpListener,
+    svc: Arc<Service>,
+    limits: AdminLimits,
+    shutdown: CancellationToken,
+) {
+    let accept = || async { listener.accept().await.map(|(s, _)| s) };
+    let caps = (
+        limits.max_connections,
+        limits.timeout,
+        Duration::from_secs(2),
+    );
+    let serve = |stream: tokio::net::TcpStream, svc, phases: Arc<Phases>, shutdown| async move {
+        let _ = stream.set_nodelay(true);
+        let io = Deadlined::new(stream, phases.clone());
+        serve_http(io, svc, phases, shutdown, admin::handle).await
+    };
+    run_listener(Listener::Admin, accept, svc, caps, shutdown, serve).await;
+}
+
+/// Accepts connections until shutdown, each under the listener's cap ([`roster`]) and
+/// deadlines (`caps`: cap, timeout, drain grace), served by `serve`; then drains.
+async fn run_listener<S, A, AFut, F, Fut>(
+    what: Listener,
+    accept: A,
+    svc: Arc<Service>,
+    (cap, timeout, grace): (usize, Duration, Duration),
+    shutdown: CancellationToken,
+    serve: F,
+) where
+    S: Send + 'static,
+    A: FnMut() -> AFut,
+    AFut: std::future::Future<Output = std::io::Result<S>>,
+    F: Fn(S, Arc<Service>, Arc<Phases>, CancellationToken) -> Fut + Copy + Send + 'static,
+    Fut: std::future::Future<Output = std::io::Result<()>> + Send + 'static,
+{
     let tracker = TaskTracker::new();
-    let permits = Arc::new(Semaphore::new(limits.max_connections));
+    let roster = roster::Roster::new(cap);
+    let mut accept = accept;
     loop {
-        let permit = tokio::select! {
-            p = permits.clone().acquire_owned() => p.expect("the semaphore is never closed"),
-            _ = shutdown.cancelled() => break,
-        };
-        let Some((stream, _)) = accept_next(|| listener.accept(), &shutdown, "socket").await else {
+        let Some(stream) = accept_next(&mut accept, &shutdown, what.label()).await else {
             break;
         };
+        let phases = Phases::new(timeout);
+        let (entry, evicted) = tokio::select! {
+            admitted = roster.admit(phases.clone()) => admitted,
+            _ = shutdown.cancelled() => break,
+        };
+        if evicted {
+            svc.metrics().connection_closed(what, "evicted");
+        }
         let (svc, shutdown) = (svc.clone(), shutdown.clone());
         tracker.spawn(async move {
-            if let Err(e) = connection(stream, svc, limits, shutdown).await {
-                tracing::debug!(error = %e, "connection ended with an error");
+            tokio::select! {
+                r = serve(stream, svc.clone(), phases.clone(), shutdown) => {
+                    if let Err(e) = r {
+                        tracing::debug!(listener = what.label(), error = %e, "connection ended with an error");
+                    }
+                }
+                _ = entry.evicted() => {}
             }
-            drop(permit);
+            if let Some(why) = phases.expired() {
+                svc.metrics().connection_closed(what, why.label());
+            }
+            drop(entry);
         });
     }
-    drop(listener);
-    drain(tracker, limits.grace, "socket").await;
+    drain(tracker, grace, what.label()).await;
 }
 
 /// The next accepted connection, or `None` once shutdown is requested. Accept errors (out of
@@ -104,51 +174,93 @@ async fn drain(tracker: TaskTracker, grace: Duration, what: &str) {
     }
 }
 
-async fn connection(
-    mut stream: tokio::net::UnixStream,
-    svc: Arc<Service>,
-    limits: ConnLimits,
-    shutdown: CancellationToken,
-) -> std::io::Result<()> {
-    let mut first = [0u8; 1];
-    let n = tokio::select! {
-        r = tokio::time::timeout(limits.idle_timeout, stream.read(&mut first)) => match r {
-            Ok(r) => r?,
-            Err(_) => return Ok(()),
-        },
-        _ = shutdown.cancelled() => return Ok(()),
-    };
-    if n == 0 {
-        return Ok(());
-    }
-    let interface = if first[0] == frame::MAGIC {
-        Interface::Binary
-    } else {
-        Interface::Http
-    };
-    let gauge = svc
-        .metrics()
-        .connections
-        .with_label_values(&[interface.label()]);
-    gauge.inc();
-    let result = match interface {
-        Interface::Binary => {
-            binary::serve(stream, first.to_vec(), svc, limits.idle_timeout, shutdown).await
-        }
-        Interface::Http => {
-            let io = prefixed::Prefixed::new(first.to_vec(), stream);
-            serve_http(io, svc, limits.idle_timeout, shutdown, http::handle).await
-        }
-    };
-    gauge.dec();
-    result
+/// One open socket connection in `idcar_open_connections`, from accept to close: counted as
+/// `pending` until its first byte tells the protocol.
+struct OpenConnection {
+    metrics: Arc<Metrics>,
+    label: &'static str,
 }
 
-/// Serves HTTP/1.1 on one connection with `handler`, closing gracefully on shutdown.
+impl OpenConnection {
+    fn new(metrics: Arc<Metrics>) -> OpenConnection {
+        metrics.connections.with_label_values(&["pending"]).inc();
+        OpenConnection {
+            metrics,
+            label: "pending",
+        }
+    }
+
+    fn identified(&mut self, i: Interface) {
+        self.metrics
+            .connections
+            .with_label_values(&[self.label])
+            .dec();
+        self.label = i.label();
+        self.metrics
+            .connections
+            .with_label_values(&[self.label])
+            .inc();
+    }
+}
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.metrics
+            .connections
+            .with_label_values(&[self.label])
+            .dec();
+    }
+}
+
+async fn connection(
+    stream: tokio::net::UnixStream,
+    svc: Arc<Service>,
+    phases: Arc<Phases>,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    let mut open = OpenConnection::new(svc.metrics_arc());
+    let mut stream = Deadlined::new(stream, phases.clone());
+    async {
+        let mut first = [0u8; 1];
+        let n = tokio::select! {
+            r = stream.read(&mut first) => r?,
+            _ = shutdown.cancelled() => return Ok(()),
+        };
+        if n == 0 {
+            return Ok(());
+        }
+        let interface = if first[0] == frame::MAGIC {
+            Interface::Binary
+        } else {
+            Interface::Http
+        };
+        open.identified(interface);
+        match interface {
+            Interface::Binary => {
+                binary::serve(
+                    stream,
+                    first.to_vec(),
+                    svc.clone(),
+                    phases.clone(),
+                    shutdown,
+                )
+                .await
+            }
+            Interface::Http => {
+                let io = prefixed::Prefixed::new(first.to_vec(), stream);
+                serve_http(io, svc.clone(), phases.clone(), shutdown, http::handle).await
+            }
+        }
+    }
+    .await
+}
+
+/// Serves HTTP/1.1 on one connection with `handler`, closing gracefully on shutdown. `phases`
+/// learns when each request is dispatched and answered, for the connection's deadlines.
 async fn serve_http<IO, F, Fut>(
     io: IO,
     svc: Arc<Service>,
-    header_timeout: Duration,
+    phases: Arc<Phases>,
     shutdown: CancellationToken,
     handler: F,
 ) -> std::io::Result<()>
@@ -167,10 +279,20 @@ where
         > + Send
         + 'static,
 {
-    let service = service_fn(move |req| handler(svc.clone(), req));
+    let service = service_fn(move |req| {
+        let answering = phases.begin();
+        let reply = handler(svc.clone(), req);
+        async move {
+            let r = reply.await;
+            drop(answering);
+            r
+        }
+    });
+    // The connection's deadlines are enforced by the `Deadlined` stream beneath (hyper's
+    // own header timeout would restart on every request and race ours).
     let conn = http1::Builder::new()
         .timer(TokioTimer::new())
-        .header_read_timeout(header_timeout)
+        .header_read_timeout(None)
         .max_buf_size(64 * 1024)
         .serve_connection(TokioIo::new(io), service);
     tokio::pin!(conn);
@@ -182,26 +304,4 @@ where
         }
     };
     result.map_err(std::io::Error::other)
-}
-
-/// Serves the admin endpoints until `shutdown` is cancelled.
-pub async fn run_admin(listener: TcpListener, svc: Arc<Service>, shutdown: CancellationToken) {
-    let tracker = TaskTracker::new();
-    loop {
-        let Some((stream, _)) = accept_next(|| listener.accept(), &shutdown, "admin").await else {
-            break;
-        };
-        let (svc, shutdown) = (svc.clone(), shutdown.clone());
-        tracker.spawn(async move {
-            let _ = serve_http(
-                stream,
-                svc,
-                Duration::from_secs(10),
-                shutdown,
-                admin::handle,
-            )
-            .await;
-        });
-    }
-    drain(tracker, Duration::from_secs(2), "admin").await;
 }

@@ -64,10 +64,32 @@ impl Idcar {
     }
 
     pub async fn start_in(dir: tempfile::TempDir, extra: &[&str]) -> Idcar {
+        Self::launch(dir, extra, None).await
+    }
+
+    /// Starts idcar through `bash -c '<shell>; exec idcar serve ...'`, e.g. `ulimit -n 256`
+    /// or `umask 000`.
+    pub async fn start_under(shell: &str, extra: &[&str]) -> Idcar {
+        Self::launch(tempfile::tempdir().unwrap(), extra, Some(shell)).await
+    }
+
+    async fn launch(dir: tempfile::TempDir, extra: &[&str], shell: Option<&str>) -> Idcar {
         let admin = format!("127.0.0.1:{}", free_port());
-        let child = serve_cmd(dir.path(), &admin, extra)
-            .spawn()
-            .expect("idcar starts");
+        let mut cmd = serve_cmd(dir.path(), &admin, extra);
+        if let Some(shell) = shell {
+            let mut wrapped = Command::new("bash");
+            wrapped
+                .arg("-c")
+                .arg(format!("{shell} && exec \"$0\" \"$@\""))
+                .arg(cmd.get_program())
+                .args(cmd.get_args())
+                .env_remove("RUST_LOG")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(dir.path().join("idcar.log")).unwrap());
+            cmd = wrapped;
+        }
+        let child = cmd.spawn().expect("idcar starts");
         let i = Idcar {
             child,
             socket: dir.path().join("idcar.sock"),
@@ -132,6 +154,51 @@ impl Idcar {
         body.lines()
             .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
             .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+    }
+
+    /// The sum of every sample of `name`, whatever its labels.
+    pub async fn metric_sum(&self, name: &str) -> f64 {
+        let (_, body) = self.admin_get("/metrics").await;
+        body.lines()
+            .filter(|l| {
+                l.starts_with(name) && matches!(l.as_bytes().get(name.len()), Some(b' ' | b'{'))
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+
+    /// Waits (at most `limit`) until `cond` holds for the value of `metric` (an exact sample
+    /// name with labels, as in [`Idcar::metric`]); returns the last value seen.
+    pub async fn wait_metric(
+        &self,
+        metric: &str,
+        limit: Duration,
+        cond: impl Fn(f64) -> bool,
+    ) -> f64 {
+        let deadline = Instant::now() + limit;
+        loop {
+            let v = self.metric(metric).await.unwrap_or(f64::NAN);
+            if cond(v) {
+                return v;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{metric} = {v} after {limit:?}: {}",
+                self.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+
+    /// Resident memory of the process, in KiB.
+    pub fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0)
     }
 
     /// Takes `n` IDs (binary protocol, one request) as u64s.
@@ -232,4 +299,15 @@ pub fn run(args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// Raises this test process's soft descriptor limit to its hard limit (tests that open
+/// thousands of connections).
+pub fn raise_nofile() -> u64 {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
+    if hard > soft {
+        setrlimit(Resource::RLIMIT_NOFILE, hard, hard).unwrap();
+    }
+    hard.max(soft)
 }
