@@ -48,6 +48,7 @@ fn config(connect: &str, root: &str, cluster: u8) -> ZkConfig {
         renew_every: Duration::from_secs(1),
         max_clock_wait: Duration::from_secs(10),
         auth: None,
+        pod: None,
     }
 }
 

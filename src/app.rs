@@ -44,6 +44,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             .build()
             .context("cannot start the async runtime")?
             .block_on(pool(a)),
+        Command::Probe(a) => crate::probe::run(&a),
     }
 }
 
@@ -137,14 +138,16 @@ pub async fn serve(mut cfg: ServeConfig) -> anyhow::Result<()> {
     // Bind everything before taking the lease: a start that fails on a busy socket or port
     // must not have written a time mark.
     let admin = match cfg.admin_addr {
-        Some(addr) => Some(
-            tokio::net::TcpListener::bind(addr)
-                .await
-                .with_context(|| format!("cannot bind the admin listener on {addr}"))?,
-        ),
+        Some(addr) => Some(tokio::net::TcpListener::bind(addr).await.with_context(|| {
+            format!(
+                "cannot bind the admin listener on {addr}: choose another address with \
+                 --admin-addr/IDCAR_ADMIN_ADDR (or `none`)"
+            )
+        })?),
         None => None,
     };
-    let (listener, socket_file) = server::socket::bind(&cfg.socket, cfg.socket_mode)?;
+    let (listener, socket_file) = server::socket::bind(&cfg.socket, cfg.socket_mode)
+        .context("cannot serve on the socket: choose another path with --socket/IDCAR_SOCKET")?;
     // The lease and the task that installs its changes run on their own thread.
     let lease_rt = LeaseRuntime::start().context("cannot start the lease thread")?;
     let entered = lease_rt.handle().enter();
@@ -177,6 +180,7 @@ pub async fn serve(mut cfg: ServeConfig) -> anyhow::Result<()> {
                 renew_every: cfg.renew_every,
                 max_clock_wait: cfg.max_clock_wait,
                 auth: z.auth.clone(),
+                pod: z.pod.clone(),
             },
             scheme,
             clock.clone(),

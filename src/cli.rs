@@ -21,15 +21,15 @@ pub struct Cli {
     /// Log format.
     #[arg(long, env = "IDCAR_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
     pub log_format: LogFormat,
-    /// Log filter in tracing's EnvFilter syntax, e.g. `info` or `idcar=debug,warn`.
-    #[arg(
-        long,
-        env = "IDCAR_LOG",
-        default_value = "info,zookeeper_client=warn",
-        global = true
-    )]
-    pub log: String,
+    /// Log filter in tracing's EnvFilter syntax, e.g. `info` or `idcar=debug,warn`. When
+    /// neither this nor IDCAR_LOG is given, RUST_LOG is honoured; the default is
+    /// `info,zookeeper_client=warn`.
+    #[arg(long, env = "IDCAR_LOG", global = true)]
+    pub log: Option<String>,
 }
+
+/// The log filter when neither `--log`, `IDCAR_LOG` nor `RUST_LOG` says otherwise.
+pub const DEFAULT_LOG: &str = "info,zookeeper_client=warn";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
@@ -47,7 +47,28 @@ pub enum Command {
     Decode(DecodeArgs),
     /// Show who holds which slot in ZooKeeper, each slot's mark, free slots and waiters.
     Pool(PoolArgs),
+    /// Ask a running idcar's admin listener whether it is ready (or alive, with --live); exit
+    /// 0 if so, 1 if not, with a one-line reason. Never consumes an ID: for exec probes and
+    /// container healthchecks.
+    Probe(ProbeArgs),
 }
+
+#[derive(Debug, Args)]
+pub struct ProbeArgs {
+    /// The admin listener of the idcar to ask (as given to `serve`: an unspecified address
+    /// such as 0.0.0.0 means this host's loopback).
+    #[arg(long, env = "IDCAR_ADMIN_ADDR", default_value = DEFAULT_ADMIN_ADDR)]
+    pub admin_addr: String,
+    /// Ask whether the process is alive (`/healthz`) instead of ready (`/readyz`).
+    #[arg(long)]
+    pub live: bool,
+    /// How long to wait for the answer.
+    #[arg(long, env = "IDCAR_PROBE_TIMEOUT", default_value = "2s", value_parser = duration)]
+    pub timeout: Duration,
+}
+
+/// The admin listener's default address, shared by `serve` and `probe`.
+pub const DEFAULT_ADMIN_ADDR: &str = "127.0.0.1:9750";
 
 /// Which layout, with its parameters; shared by `serve`, `decode` and `pool`.
 #[derive(Debug, Args, Clone)]
@@ -136,8 +157,9 @@ pub struct ServeArgs {
     /// Permissions of the socket file, in octal.
     #[arg(long, env = "IDCAR_SOCKET_MODE", default_value = "660")]
     pub socket_mode: String,
-    /// Address of the admin listener (/metrics, /healthz, /readyz), or `none`.
-    #[arg(long, env = "IDCAR_ADMIN_ADDR", default_value = "127.0.0.1:9750")]
+    /// Address of the admin listener (/metrics, /healthz, /readyz), or `none`. In a pod, bind
+    /// it to the pod's address (e.g. `$(POD_IP):9750`) for kubelet probes and Prometheus.
+    #[arg(long, env = "IDCAR_ADMIN_ADDR", default_value = DEFAULT_ADMIN_ADDR)]
     pub admin_addr: String,
     #[command(flatten)]
     pub layout: LayoutArgs,
@@ -155,6 +177,10 @@ pub struct ServeArgs {
     pub zk: Option<String>,
     #[command(flatten)]
     pub zk_args: ZkArgs,
+    /// With --zk: the pod this instance runs in, shown as the slot's holder by `idcar pool`
+    /// (set it from the downward API's metadata.name). POD_NAME is read when it is not set.
+    #[arg(long, env = "IDCAR_POD_NAME")]
+    pub pod_name: Option<String>,
     /// With --zk: negotiate only slots 0..N (default: the layout's whole pool), e.g. to keep
     /// the rest for static instances.
     #[arg(long, env = "IDCAR_POOL_SIZE")]

@@ -57,6 +57,8 @@ pub struct ZkSettings {
     pub auth: Option<String>,
     pub pool_size: u32,
     pub prefer: Option<u32>,
+    /// The pod name for the slot's owner record.
+    pub pod: Option<String>,
 }
 
 /// Checks the ZooKeeper flags shared by `serve` and `pool`.
@@ -82,6 +84,19 @@ pub fn zk_settings(connect: &str, z: &ZkArgs) -> Result<(String, Option<String>)
         }
     }
     Ok((root.to_string(), z.zk_auth.clone()))
+}
+
+/// Parses an admin listener address: `HOST:PORT`, or `none`/`off`/empty for no listener.
+pub fn admin_addr(s: &str) -> Result<Option<SocketAddr>, UsageError> {
+    match s {
+        "none" | "off" | "" => Ok(None),
+        s => s.parse().map(Some).map_err(|_| {
+            UsageError(format!(
+                "--admin-addr/IDCAR_ADMIN_ADDR {s:?}: expected IP:PORT such as 127.0.0.1:9750, \
+                 or none"
+            ))
+        }),
+    }
 }
 
 /// Parses an octal file mode such as `660` or `0o600`.
@@ -156,6 +171,11 @@ impl ServeConfig {
                     ));
                 }
                 LeaseSource::Zk(ZkSettings {
+                    pod: a
+                        .pod_name
+                        .clone()
+                        .or_else(|| std::env::var("POD_NAME").ok())
+                        .filter(|p| !p.is_empty()),
                     connect: connect.clone(),
                     root,
                     session_timeout: a.zk_args.zk_session_timeout,
@@ -165,14 +185,7 @@ impl ServeConfig {
                 })
             }
         };
-        let admin_addr = match a.admin_addr.as_str() {
-            "none" | "off" | "" => None,
-            s => Some(s.parse().map_err(|_| {
-                UsageError(format!(
-                    "--admin-addr {s:?}: expected HOST:PORT such as 127.0.0.1:9750, or none"
-                ))
-            })?),
-        };
+        let admin_addr = admin_addr(&a.admin_addr)?;
         const HOUR: Duration = Duration::from_secs(3600);
         for (flag, d) in [
             ("--lease-horizon", a.lease_horizon),

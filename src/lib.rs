@@ -14,7 +14,8 @@
 //! - [`metrics`]: every Prometheus metric, typed.
 //! - [`cli`], [`config`], [`app`]: arguments, validated configuration, and the `serve` run;
 //!   [`descriptors`]: the file-descriptor budget that keeps a reserve for the lease.
-//! - [`client`]: a small client for the socket, used by `idcar get`, examples and tests.
+//! - [`client`]: a small client for the socket, used by `idcar get`, examples and tests;
+//!   [`probe`]: `idcar probe`, readiness and liveness for exec probes and healthchecks.
 
 #![forbid(unsafe_code)]
 
@@ -28,6 +29,7 @@ pub mod generator;
 pub mod layout;
 pub mod lease;
 pub mod metrics;
+pub mod probe;
 pub mod server;
 pub mod service;
 pub mod timer;

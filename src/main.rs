@@ -16,10 +16,16 @@ fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
     };
-    let filter = match EnvFilter::try_new(&cli.log) {
+    // --log/IDCAR_LOG first, then RUST_LOG, then the default.
+    let (source, spec) = match (&cli.log, std::env::var("RUST_LOG")) {
+        (Some(s), _) => ("--log/IDCAR_LOG", s.clone()),
+        (None, Ok(s)) if !s.trim().is_empty() => ("RUST_LOG", s),
+        _ => ("default", idcar::cli::DEFAULT_LOG.to_string()),
+    };
+    let filter = match EnvFilter::try_new(&spec) {
         Ok(f) => f,
         Err(e) => {
-            eprintln!("idcar: error: --log {:?}: {e}", cli.log);
+            eprintln!("idcar: error: {source} {spec:?}: {e}");
             return ExitCode::from(2);
         }
     };
@@ -28,7 +34,8 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal());
     match cli.log_format {
-        LogFormat::Json => logs.json().init(),
+        // One JSON object per line with the message and fields at the top level.
+        LogFormat::Json => logs.json().flatten_event(true).init(),
         LogFormat::Text => logs.init(),
     }
     match idcar::app::run(cli) {

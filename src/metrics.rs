@@ -78,7 +78,10 @@ impl Outcome {
 /// The process's metrics.
 #[derive(Debug)]
 pub struct Metrics {
+    /// The `idcar_*` metrics, with `layout` and `cluster` labels.
     pub registry: Registry,
+    /// `idcar_build_info` and the process collector, unlabelled.
+    process: Registry,
     pub ids_issued: IntCounter,
     /// `idcar_requests_total` resolved per `[interface][outcome]`.
     requests: [[IntCounter; 4]; 2],
@@ -142,23 +145,32 @@ fn reg<T: prometheus::core::Collector + Clone + 'static>(r: &Registry, m: T) -> 
 }
 
 impl Metrics {
-    /// Registers every metric; `layout` and the cluster go into `idcar_build_info`.
+    /// Registers every metric. Every `idcar_*` series but `idcar_build_info` carries
+    /// `layout` and `cluster` labels, so operators can aggregate many sidecars by pool; the
+    /// process collector (`process_*`: memory, CPU, open descriptors) is registered beside.
     pub fn new(layout: &str, cluster: u8) -> Metrics {
-        let r = Registry::new();
+        let pool_labels = [
+            ("layout".to_string(), layout.to_string()),
+            ("cluster".to_string(), cluster.to_string()),
+        ];
+        let r = Registry::new_custom(None, Some(pool_labels.into_iter().collect()))
+            .expect("valid constant labels");
+        let process = Registry::new();
         let build = reg(
-            &r,
+            &process,
             IntGaugeVec::new(
-                Opts::new(
-                    "idcar_build_info",
-                    "Build and configuration of this idcar (always 1)",
-                ),
-                &["version", "layout", "cluster"],
+                Opts::new("idcar_build_info", "The version of this idcar (always 1)"),
+                &["version"],
             )
             .unwrap(),
         );
-        build
-            .with_label_values(&[env!("CARGO_PKG_VERSION"), layout, &cluster.to_string()])
-            .set(1);
+        build.with_label_values(&[env!("CARGO_PKG_VERSION")]).set(1);
+        #[cfg(target_os = "linux")]
+        process
+            .register(Box::new(
+                prometheus::process_collector::ProcessCollector::for_self(),
+            ))
+            .expect("the process collector registers once");
         let latency_buckets = vec![
             10e-6, 25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3,
             0.1, 0.25, 0.5, 1.0, 2.5,
@@ -388,6 +400,7 @@ impl Metrics {
                 .unwrap(),
             ),
             registry: r,
+            process,
         };
         for reason in LOSS_REASONS {
             m.lease_losses.with_label_values(&[reason]);
@@ -405,6 +418,9 @@ impl Metrics {
         }
         for reason in CLOSE_REASONS {
             m.connections_closed.with_label_values(&["admin", reason]);
+        }
+        for state in SESSION_STATES {
+            m.zk_session_state.with_label_values(&[state]);
         }
         for result in ["ok", "error"] {
             m.lease_renewals.with_label_values(&[result]);
@@ -448,7 +464,8 @@ impl Metrics {
     pub fn render(&self) -> String {
         let mut buf = Vec::new();
         TextEncoder::new()
-            .encode(&self.registry.gather(), &mut buf)
+            .encode(&self.process.gather(), &mut buf)
+            .and_then(|()| TextEncoder::new().encode(&self.registry.gather(), &mut buf))
             .expect("text encoding of gathered metrics cannot fail");
         String::from_utf8(buf).expect("Prometheus text format is UTF-8")
     }

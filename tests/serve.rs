@@ -257,13 +257,11 @@ async fn bad_input_gets_clear_errors_and_server_keeps_serving() {
     // Still serving, and the refusals were counted.
     let mut b = idcar.binary().await;
     assert_eq!(b.ids(500).await.unwrap().len(), 500);
-    let (_, metrics) = idcar.admin_get("/metrics").await;
-    let line = metrics
-        .lines()
-        .find(|l| l.starts_with("idcar_requests_total{interface=\"http\",outcome=\"bad_request\"}"))
+    let n = idcar
+        .metric("idcar_requests_total{interface=\"http\",outcome=\"bad_request\"}")
+        .await
         .unwrap();
-    let n: u64 = line.rsplit(' ').next().unwrap().parse().unwrap();
-    assert!(n >= 22, "{line}");
+    assert!(n >= 22.0, "{n}");
     idcar.stop_ok().await;
 }
 
@@ -319,20 +317,44 @@ async fn admin_endpoints_and_metric_names() {
     assert_eq!(h.get("/ids?count=10", false).await.unwrap().status, 200);
     let (status, m) = idcar.admin_get("/metrics").await;
     assert_eq!(status, 200);
-    for want in [
-        "idcar_ids_issued_total 10",
-        "idcar_lease_held 1",
-        "idcar_lease_slot 7",
-        "idcar_requests_total{interface=\"http\",outcome=\"ok\"} 1",
-        "idcar_request_duration_seconds_bucket",
-        "idcar_batch_size_bucket",
-        "idcar_sequence_exhausted_waits_total",
-        "idcar_clock_regressions_total 0",
-        "idcar_lease_remaining_seconds",
-        "idcar_build_info{cluster=\"0\",layout=\"lable64\"",
+    for (query, value) in [
+        ("idcar_ids_issued_total", Some(10.0)),
+        ("idcar_lease_held", Some(1.0)),
+        ("idcar_lease_slot", Some(7.0)),
+        (
+            "idcar_requests_total{interface=\"http\",outcome=\"ok\"}",
+            Some(1.0),
+        ),
+        ("idcar_request_duration_seconds_bucket", None),
+        ("idcar_batch_size_bucket", None),
+        ("idcar_sequence_exhausted_waits_total", None),
+        ("idcar_clock_regressions_total", Some(0.0)),
+        ("idcar_lease_remaining_seconds", None),
+        ("process_resident_memory_bytes", None),
+        ("process_open_fds", None),
     ] {
-        assert!(m.contains(want), "missing {want:?} in\n{m}");
+        let got = idcar.metric(query).await;
+        assert!(got.is_some(), "missing {query:?} in\n{m}");
+        if value.is_some() {
+            assert_eq!(got, value, "{query}");
+        }
     }
+    // Every idcar series names its pool; the build info names only the version.
+    let pool = [
+        ("layout".to_string(), "lable64".to_string()),
+        ("cluster".to_string(), "0".to_string()),
+    ];
+    let mut series = 0;
+    for (name, labels) in m.lines().filter_map(parse_sample) {
+        if name == "idcar_build_info" {
+            let version = ("version".to_string(), env!("CARGO_PKG_VERSION").to_string());
+            assert_eq!(labels, vec![version]);
+        } else if name.starts_with("idcar_") {
+            assert!(pool.iter().all(|l| labels.contains(l)), "{name} {labels:?}");
+            series += 1;
+        }
+    }
+    assert!(series > 50, "{series}");
     idcar.stop_ok().await;
 }
 

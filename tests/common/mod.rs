@@ -148,11 +148,16 @@ impl Idcar {
         (status, body)
     }
 
-    /// The value of the first sample of `name` (with its labels, e.g. `x{a="b"}`) in /metrics.
-    pub async fn metric(&self, name: &str) -> Option<f64> {
+    /// The value of the first sample matching `query` in /metrics: a metric name, with the
+    /// labels it must carry (others may be there too), e.g. `x{a="b"}`.
+    pub async fn metric(&self, query: &str) -> Option<f64> {
         let (_, body) = self.admin_get("/metrics").await;
+        let (name, want) = parse_sample(query)?;
         body.lines()
-            .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
+            .find(|l| {
+                parse_sample(l)
+                    .is_some_and(|(n, labels)| n == name && want.iter().all(|w| labels.contains(w)))
+            })
             .and_then(|l| l.rsplit(' ').next()?.parse().ok())
     }
 
@@ -160,9 +165,7 @@ impl Idcar {
     pub async fn metric_sum(&self, name: &str) -> f64 {
         let (_, body) = self.admin_get("/metrics").await;
         body.lines()
-            .filter(|l| {
-                l.starts_with(name) && matches!(l.as_bytes().get(name.len()), Some(b' ' | b'{'))
-            })
+            .filter(|l| parse_sample(l).is_some_and(|(n, _)| n == name))
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
             .sum()
     }
@@ -310,4 +313,69 @@ pub fn raise_nofile() -> u64 {
         setrlimit(Resource::RLIMIT_NOFILE, hard, hard).unwrap();
     }
     hard.max(soft)
+}
+
+/// The name and labels of a sample line in the Prometheus text format (`None` for comments
+/// and blank lines). Label values here never hold commas or quotes.
+pub fn parse_sample(line: &str) -> Option<(&str, Vec<(String, String)>)> {
+    if line.starts_with('#') || line.trim().is_empty() {
+        return None;
+    }
+    let end = line.find(['{', ' ']).unwrap_or(line.len());
+    let mut labels = Vec::new();
+    if line[end..].starts_with('{') {
+        let close = line.rfind('}')?;
+        for pair in line[end + 1..close].split(',').filter(|p| !p.is_empty()) {
+            let (k, v) = pair.split_once('=')?;
+            labels.push((k.to_string(), v.trim_matches('"').to_string()));
+        }
+    }
+    Some((&line[..end], labels))
+}
+
+/// The repository's root.
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A tool the tests need: from the test venv (`target/test-tools/venv/bin`) or the PATH.
+/// Missing tools fail the test with what to run: they are never skipped.
+pub fn tool(name: &str) -> PathBuf {
+    let venv = repo().join("target/test-tools/venv/bin").join(name);
+    if venv.exists() {
+        return venv;
+    }
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|p| p.join(name))
+            .find(|p| p.is_file())
+    });
+    found.unwrap_or_else(|| {
+        panic!("{name} is missing: run `bash tests/ensure-deps.sh` (it installs the test tools)")
+    })
+}
+
+/// Runs `cmd` to completion (bounded by `limit`): (success, stdout + stderr).
+pub fn run_tool(cmd: &mut Command, limit: Duration) -> (bool, String) {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    let deadline = Instant::now() + limit;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("{cmd:?} did not finish in {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
 }

@@ -56,6 +56,8 @@ pub struct ZkConfig {
     pub max_clock_wait: Duration,
     /// `user:password` for ZooKeeper digest auth; znodes are then created creator-only.
     pub auth: Option<String>,
+    /// The Kubernetes pod this instance runs in, shown in the slot's owner record.
+    pub pod: Option<String>,
 }
 
 /// The paths of one layout and cluster's namespace.
@@ -103,14 +105,19 @@ pub struct Owner {
 }
 
 impl Owner {
-    fn for_this_process(session: zk::SessionId, instance: &str, now_ms: u64) -> Owner {
+    fn for_this_process(
+        session: zk::SessionId,
+        instance: &str,
+        pod: Option<&str>,
+        now_ms: u64,
+    ) -> Owner {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|h| h.trim().to_string())
             .or_else(|_| std::env::var("HOSTNAME"))
             .unwrap_or_else(|_| "unknown".into());
         Owner {
             host,
-            pod: std::env::var("POD_NAME").ok().filter(|p| !p.is_empty()),
+            pod: pod.map(str::to_string),
             pid: std::process::id(),
             instance: instance.to_string(),
             session: format!("{session}"),
@@ -205,7 +212,12 @@ impl Ctx {
     }
 
     pub(crate) fn owner(&self, client: &zk::Client) -> Vec<u8> {
-        let o = Owner::for_this_process(client.session_id(), &self.instance, self.now_ms());
+        let o = Owner::for_this_process(
+            client.session_id(),
+            &self.instance,
+            self.cfg.pod.as_deref(),
+            self.now_ms(),
+        );
         serde_json::to_vec(&o).expect("owner serialises")
     }
 

@@ -1,0 +1,132 @@
+//! `idcar probe`: asks a running idcar's admin listener whether it is ready (`/readyz`) or
+//! alive (`/healthz`), for Kubernetes exec probes and Docker/compose healthchecks. It finds the
+//! listener through the same `--admin-addr`/`IDCAR_ADMIN_ADDR` as `serve`, so a probe inherits
+//! the container's configuration, and it never consumes an ID. Blocking std I/O with
+//! deadlines: a probe needs no runtime.
+
+use crate::cli::ProbeArgs;
+use crate::config::{self, UsageError};
+use std::io::{Read, Write};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+/// Where to reach a listener bound to `addr`: an unspecified address (`0.0.0.0`, `::`) is
+/// reached on loopback.
+pub fn target(addr: SocketAddr) -> SocketAddr {
+    match addr.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => (Ipv4Addr::LOCALHOST, addr.port()).into(),
+        IpAddr::V6(ip) if ip.is_unspecified() => (Ipv6Addr::LOCALHOST, addr.port()).into(),
+        _ => addr,
+    }
+}
+
+/// GETs `path` from `addr` within `timeout`: the status code and the body's first line.
+pub fn get(addr: SocketAddr, path: &str, timeout: Duration) -> std::io::Result<(u16, String)> {
+    let deadline = Instant::now() + timeout;
+    let left = || {
+        deadline
+            .checked_duration_since(Instant::now())
+            .filter(|d| !d.is_zero())
+            .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::TimedOut, "timed out"))
+    };
+    let mut s = TcpStream::connect_timeout(&addr, left()?)?;
+    s.set_write_timeout(Some(left()?))?;
+    write!(
+        s,
+        "GET {path} HTTP/1.0\r\nHost: idcar\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut reply = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        s.set_read_timeout(Some(left()?))?;
+        match s.read(&mut buf)? {
+            0 => break,
+            n if reply.len() + n > 64 * 1024 => {
+                return Err(std::io::Error::other("answer too large for a probe"))
+            }
+            n => reply.extend_from_slice(&buf[..n]),
+        }
+    }
+    let text = String::from_utf8_lossy(&reply);
+    let status = text
+        .strip_prefix("HTTP/1.")
+        .and_then(|r| r.get(2..5))
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| std::io::Error::other("not an HTTP answer"))?;
+    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    Ok((status, body.lines().next().unwrap_or("").trim().to_string()))
+}
+
+/// Runs `idcar probe`: exit 0 when ready (or alive), 1 when not or unreachable.
+pub fn run(a: &ProbeArgs) -> anyhow::Result<ExitCode> {
+    let Some(addr) = config::admin_addr(&a.admin_addr)? else {
+        return Err(UsageError(
+            "the admin listener is off (--admin-addr/IDCAR_ADMIN_ADDR is none): probe has \
+             nothing to ask"
+                .into(),
+        )
+        .into());
+    };
+    if a.timeout.is_zero() || a.timeout > Duration::from_secs(60) {
+        return Err(UsageError("--timeout must be between 1ms and 60s".into()).into());
+    }
+    let (path, what) = if a.live {
+        ("/healthz", "alive")
+    } else {
+        ("/readyz", "ready")
+    };
+    let to = target(addr);
+    match get(to, path, a.timeout) {
+        Ok((200, _)) => {
+            println!("{what}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Ok((status, reason)) => {
+            let reason = reason.strip_prefix("not ready: ").unwrap_or(&reason);
+            println!("not {what}: {reason} (HTTP {status} from {to})");
+            Ok(ExitCode::FAILURE)
+        }
+        Err(e) => {
+            println!(
+                "not {what}: cannot reach idcar's admin listener at {to} \
+                 (--admin-addr/IDCAR_ADMIN_ADDR): {e}"
+            );
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unspecified_addresses_are_reached_on_loopback() {
+        assert_eq!(
+            target("0.0.0.0:9750".parse().unwrap()),
+            "127.0.0.1:9750".parse().unwrap()
+        );
+        assert_eq!(
+            target("[::]:9750".parse().unwrap()),
+            "[::1]:9750".parse().unwrap()
+        );
+        assert_eq!(
+            target("10.1.2.3:9750".parse().unwrap()),
+            "10.1.2.3:9750".parse().unwrap()
+        );
+    }
+
+    #[test]
+    fn a_silent_listener_times_out() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let started = Instant::now();
+        let e = get(
+            l.local_addr().unwrap(),
+            "/readyz",
+            Duration::from_millis(300),
+        )
+        .unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(2), "{e}");
+    }
+}

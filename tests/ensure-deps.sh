@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Installs what the test suite needs beyond the Rust toolchain, when missing, and says what it
+# found. Debian packages through apt-get (as root, or with sudo); Python tools into a virtual
+# environment under target/test-tools (nothing installed into the system Python).
+#
+#   ZooKeeper (and Java)   zk/ensure-zookeeper.sh         the lease's tests run real servers
+#   promtool               Debian package prometheus      alert rules: check and unit tests; metrics lint
+#   yamllint               Debian package yamllint        deploy/ and docker-compose.yml
+#   setpriv                Debian package util-linux      the socket-permission test (other uids)
+#   kubernetes-validate    PyPI, pinned, in the venv      manifests against Kubernetes schemas
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash zk/ensure-zookeeper.sh
+
+apt_install() {
+  local sudo=""
+  if [ "$(id -u)" != 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then sudo="sudo"; else
+      echo "missing: $*; installing needs root: run 'apt-get install $*' as root" >&2
+      exit 1
+    fi
+  fi
+  if ! command -v apt-get >/dev/null 2>&1; then
+    echo "missing: $* (and no apt-get here): install them with your package manager" >&2
+    exit 1
+  fi
+  echo "installing Debian packages: $*" >&2
+  $sudo apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$@" >&2
+}
+
+missing=()
+command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
+command -v yamllint >/dev/null 2>&1 || missing+=(yamllint)
+command -v setpriv >/dev/null 2>&1 || missing+=(util-linux)
+command -v python3 >/dev/null 2>&1 || missing+=(python3)
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
+if [ ${#missing[@]} -gt 0 ]; then
+  apt_install "${missing[@]}"
+fi
+echo "promtool: $(promtool --version 2>&1 | head -1)"
+echo "yamllint: $(yamllint --version)"
+
+venv=target/test-tools/venv
+want_kv=1.37.0
+if ! "$venv/bin/kubernetes-validate" --version 2>/dev/null | grep -q "$want_kv"; then
+  echo "installing kubernetes-validate $want_kv into $venv" >&2
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check "kubernetes-validate==$want_kv" "PyYAML>=6,<7" >&2
+fi
+echo "kubernetes-validate: $("$venv/bin/kubernetes-validate" --version 2>&1)"
