@@ -302,7 +302,12 @@ async fn pool(a: PoolArgs) -> anyhow::Result<ExitCode> {
         .map_err(|e| UsageError(format!("--layout: {e}")))?;
     let client = tokio::time::timeout(
         a.zk_args.zk_session_timeout + Duration::from_secs(5),
-        zk::connect_once(&a.zk, a.zk_args.zk_session_timeout, auth.as_deref()),
+        zk::connect(
+            &a.zk,
+            a.zk_args.zk_session_timeout,
+            auth.as_deref(),
+            zk::Retry::FailFast,
+        ),
     )
     .await
     .map_err(|_| anyhow::anyhow!("timed out connecting to ZooKeeper at {}", a.zk))?

@@ -491,9 +491,14 @@ async fn large_pools_are_probed_not_scanned() {
         assert_eq!(code, 0, "{err}");
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
         assert_eq!(v[0]["held"].as_array().unwrap().len(), 2, "{out}");
-        let c = idcar::lease::zk::connect(&zk.connect(), Duration::from_secs(5), None)
-            .await
-            .unwrap();
+        let c = idcar::lease::zk::connect(
+            &zk.connect(),
+            Duration::from_secs(5),
+            None,
+            idcar::lease::zk::Retry::UntilConnected,
+        )
+        .await
+        .unwrap();
         let marks = c
             .list_children(&format!("/idcar/{name}/0/marks"))
             .await
@@ -536,9 +541,14 @@ async fn probed_slot_taken_over_after_a_crash_waits_past_the_mark() {
     a.wait_ready(Duration::from_secs(15)).await;
     let from_a = a.binary().await.ids(5_000).await.unwrap();
     a.signal(nix::sys::signal::Signal::SIGKILL);
-    let c = idcar::lease::zk::connect(&zk.connect(), Duration::from_secs(5), None)
-        .await
-        .unwrap();
+    let c = idcar::lease::zk::connect(
+        &zk.connect(),
+        Duration::from_secs(5),
+        None,
+        idcar::lease::zk::Retry::UntilConnected,
+    )
+    .await
+    .unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while c
         .check_stat("/idcar/sno80/0/slots/5")
@@ -576,9 +586,14 @@ async fn probed_slot_taken_over_after_a_crash_waits_past_the_mark() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probed_slot_with_a_far_mark_is_left_for_another() {
     let zk = Zk::standalone();
-    let c = idcar::lease::zk::connect(&zk.connect(), Duration::from_secs(5), None)
-        .await
-        .unwrap();
+    let c = idcar::lease::zk::connect(
+        &zk.connect(),
+        Duration::from_secs(5),
+        None,
+        idcar::lease::zk::Retry::UntilConnected,
+    )
+    .await
+    .unwrap();
     let opts =
         zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
     // 60 s ahead, in 4 ms units since 2010-01-01Z.

@@ -139,9 +139,14 @@ fn zk_mark(zk: &Zk, cluster: u8, slot: u32) -> u64 {
         .unwrap();
     std::thread::spawn(move || {
         rt.block_on(async {
-            let c = idcar::lease::zk::connect(&connect, Duration::from_secs(5), None)
-                .await
-                .unwrap();
+            let c = idcar::lease::zk::connect(
+                &connect,
+                Duration::from_secs(5),
+                None,
+                idcar::lease::zk::Retry::UntilConnected,
+            )
+            .await
+            .unwrap();
             let (d, _) = c
                 .get_data(&format!("/idcar/lable64/{cluster}/marks/{slot}"))
                 .await
@@ -577,9 +582,14 @@ async fn corrupt_mark_is_skipped() {
             .build()
             .unwrap();
         rt.block_on(async {
-            let c = idcar::lease::zk::connect(&connect, Duration::from_secs(5), None)
-                .await
-                .unwrap();
+            let c = idcar::lease::zk::connect(
+                &connect,
+                Duration::from_secs(5),
+                None,
+                idcar::lease::zk::Retry::UntilConnected,
+            )
+            .await
+            .unwrap();
             let opts = zookeeper_client::CreateMode::Persistent
                 .with_acls(zookeeper_client::Acls::anyone_all());
             c.mkdir("/idcar/lable64/5/marks", &opts).await.unwrap();

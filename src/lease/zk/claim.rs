@@ -22,7 +22,9 @@
 //! read whatever the pool size; slots are spread at random instead of lowest mark first (a
 //! successor still waits past the mark of the slot it took).
 
-use super::{acls, Ctx, Owner};
+use super::fence::{read_mark, Unreadable};
+use super::tree::{acls, parse_mark};
+use super::Negotiator;
 use std::collections::BTreeSet;
 use zookeeper_client as zk;
 
@@ -58,43 +60,43 @@ pub const PROBE_ABOVE: u32 = 1024;
 const PROBES: u32 = 8;
 
 pub async fn claim(
-    ctx: &Ctx,
+    neg: &Negotiator,
     client: &zk::Client,
     prefer: Option<u32>,
     memo: &mut Memo,
 ) -> Result<Claimed, zk::Error> {
     // Leftovers of this session's earlier attempts would block the queue or a slot forever.
-    drop_own_queue_nodes(ctx, client).await?;
+    drop_own_queue_nodes(neg, client).await?;
     for slot in std::mem::take(&mut memo.suspects) {
-        delete_if_ours(ctx, client, slot).await;
+        delete_if_ours(neg, client, slot).await;
     }
-    let owner = ctx.owner(client);
-    if ctx.cfg.pool_size > PROBE_ABOVE {
-        let result = probe_slot(ctx, client, prefer, &owner, memo).await;
-        ctx.metrics.pool_exhausted.set(0);
+    let owner = neg.owner(client);
+    if neg.cfg.pool_size > PROBE_ABOVE {
+        let result = probe_slot(neg, client, prefer, &owner, memo).await;
+        neg.metrics.pool_exhausted.set(0);
         return result;
     }
-    let eph_seq = zk::CreateMode::EphemeralSequential.with_acls(acls(ctx.cfg.auth.is_some()));
-    let prefix = format!("{}/claim-", ctx.paths.queue());
+    let eph_seq = zk::CreateMode::EphemeralSequential.with_acls(acls(neg.cfg.auth.is_some()));
+    let prefix = format!("{}/claim-", neg.paths.queue());
     let (_, seq) = client.create(&prefix, &owner, &eph_seq).await?;
     let me = format!("claim-{seq}");
     let result = async {
-        wait_for_turn(ctx, client, &me).await?;
-        take_slot(ctx, client, prefer, &owner, memo).await
+        wait_for_turn(neg, client, &me).await?;
+        take_slot(neg, client, prefer, &owner, memo).await
     }
     .await;
-    ctx.metrics.pool_exhausted.set(0);
+    neg.metrics.pool_exhausted.set(0);
     // Leave the queue whatever happened; a node left behind by a failed delete is removed at
     // the next claim, and an expired session has removed it already.
     let _ = client
-        .delete(&format!("{}/{me}", ctx.paths.queue()), None)
+        .delete(&format!("{}/{me}", neg.paths.queue()), None)
         .await;
     result
 }
 
 /// Deletes queue nodes this session created earlier (e.g. a create whose reply was lost).
-async fn drop_own_queue_nodes(ctx: &Ctx, client: &zk::Client) -> Result<(), zk::Error> {
-    let queue = ctx.paths.queue();
+async fn drop_own_queue_nodes(neg: &Negotiator, client: &zk::Client) -> Result<(), zk::Error> {
+    let queue = neg.paths.queue();
     for child in client.list_children(&queue).await? {
         let path = format!("{queue}/{child}");
         if let Ok((_, stat)) = client.get_data(&path).await {
@@ -112,8 +114,8 @@ fn queue_order(children: &mut [String]) {
     children.sort();
 }
 
-async fn wait_for_turn(ctx: &Ctx, client: &zk::Client, me: &str) -> Result<(), zk::Error> {
-    let queue = ctx.paths.queue();
+async fn wait_for_turn(neg: &Negotiator, client: &zk::Client, me: &str) -> Result<(), zk::Error> {
+    let queue = neg.paths.queue();
     loop {
         let mut children = client.list_children(&queue).await?;
         children.retain(|c| c.starts_with("claim-"));
@@ -125,7 +127,7 @@ async fn wait_for_turn(ctx: &Ctx, client: &zk::Client, me: &str) -> Result<(), z
         if pos == 0 {
             return Ok(());
         }
-        ctx.pending(format!("waiting in the slot queue ({pos} ahead)"));
+        neg.pending(format!("waiting in the slot queue ({pos} ahead)"));
         let prev = format!("{queue}/{}", children[pos - 1]);
         if let (Some(_), watcher) = client.check_and_watch_stat(&prev).await? {
             watcher.changed().await;
@@ -134,8 +136,8 @@ async fn wait_for_turn(ctx: &Ctx, client: &zk::Client, me: &str) -> Result<(), z
 }
 
 /// Deletes `slots/N` if this session created it.
-pub async fn delete_if_ours(ctx: &Ctx, client: &zk::Client, slot: u32) -> bool {
-    let path = ctx.paths.slot(slot);
+pub async fn delete_if_ours(neg: &Negotiator, client: &zk::Client, slot: u32) -> bool {
+    let path = neg.paths.slot(slot);
     match client.get_data(&path).await {
         Ok((_, stat)) if stat.ephemeral_owner == client.session_id().0 => {
             client.delete(&path, Some(stat.version)).await.is_ok()
@@ -145,16 +147,16 @@ pub async fn delete_if_ours(ctx: &Ctx, client: &zk::Client, slot: u32) -> bool {
 }
 
 async fn take_slot(
-    ctx: &Ctx,
+    neg: &Negotiator,
     client: &zk::Client,
     prefer: Option<u32>,
     owner: &[u8],
     memo: &mut Memo,
 ) -> Result<Claimed, zk::Error> {
-    let pool = ctx.cfg.pool_size;
+    let pool = neg.cfg.pool_size;
     let mut reported = false;
     loop {
-        let (children, watcher) = client.list_and_watch_children(&ctx.paths.slots()).await?;
+        let (children, watcher) = client.list_and_watch_children(&neg.paths.slots()).await?;
         let mut held: BTreeSet<u32> = children
             .iter()
             .filter_map(|c| c.parse::<u32>().ok())
@@ -162,7 +164,7 @@ async fn take_slot(
             .collect();
         // Nodes this session created earlier (a lease lost to a version mismatch) are ours.
         if let Some(p) = prefer.filter(|p| held.contains(p)) {
-            if delete_if_ours(ctx, client, p).await {
+            if delete_if_ours(neg, client, p).await {
                 held.remove(&p);
             }
         }
@@ -170,16 +172,16 @@ async fn take_slot(
             .filter(|n| !held.contains(n) && !memo.skip.contains(n))
             .collect();
         if free.is_empty() {
-            exhausted(ctx, &mut reported);
+            exhausted(neg, &mut reported);
             watcher.changed().await;
             continue;
         }
-        ctx.metrics.pool_exhausted.set(0);
+        neg.metrics.pool_exhausted.set(0);
         let slot = match prefer.filter(|p| free.contains(p)) {
             Some(p) => p,
-            None => lowest_mark(ctx, client, &free).await?,
+            None => lowest_mark(neg, client, &free).await?,
         };
-        if let Tried::Claimed(c) = try_slot(ctx, client, slot, owner, memo).await? {
+        if let Tried::Claimed(c) = try_slot(neg, client, slot, owner, memo).await? {
             return Ok(c);
         }
     }
@@ -196,16 +198,16 @@ enum Tried {
 
 /// Creates `slots/N` and reads `marks/N`.
 async fn try_slot(
-    ctx: &Ctx,
+    neg: &Negotiator,
     client: &zk::Client,
     slot: u32,
     owner: &[u8],
     memo: &mut Memo,
 ) -> Result<Tried, zk::Error> {
-    let eph = zk::CreateMode::Ephemeral.with_acls(acls(ctx.cfg.auth.is_some()));
+    let eph = zk::CreateMode::Ephemeral.with_acls(acls(neg.cfg.auth.is_some()));
     // From here on a failure may leave our node behind: remember the slot as suspect.
     memo.suspects.insert(slot);
-    let stat = match client.create(&ctx.paths.slot(slot), owner, &eph).await {
+    let stat = match client.create(&neg.paths.slot(slot), owner, &eph).await {
         Ok((stat, _)) => stat,
         Err(zk::Error::NodeExists) => {
             memo.suspects.remove(&slot);
@@ -213,7 +215,7 @@ async fn try_slot(
         }
         Err(e) => return Err(e),
     };
-    match read_mark(ctx, client, slot).await {
+    match read_mark(neg, client, slot).await {
         Ok((mark, mark_version)) => {
             memo.suspects.remove(&slot);
             Ok(Tried::Claimed(Claimed {
@@ -226,7 +228,7 @@ async fn try_slot(
         Err(Unreadable::Corrupt(why)) => {
             tracing::error!(slot, reason = %why, "slot's time mark is unreadable; never taking this slot");
             memo.skip.insert(slot);
-            delete_if_ours(ctx, client, slot).await;
+            delete_if_ours(neg, client, slot).await;
             memo.suspects.remove(&slot);
             Ok(Tried::Skipped)
         }
@@ -235,30 +237,30 @@ async fn try_slot(
 }
 
 /// Says that every slot is held: the metric and the lease state always, the log once a claim.
-fn exhausted(ctx: &Ctx, reported: &mut bool) {
-    let pool = ctx.cfg.pool_size;
-    ctx.metrics.pool_exhausted.set(1);
+fn exhausted(neg: &Negotiator, reported: &mut bool) {
+    let pool = neg.cfg.pool_size;
+    neg.metrics.pool_exhausted.set(1);
     if !std::mem::replace(reported, true) {
         tracing::warn!(pool, "pool exhausted; waiting for a slot to free");
     }
-    ctx.pending(format!(
+    neg.pending(format!(
         "pool exhausted: all {pool} slots are held; waiting for one to free"
     ));
 }
 
 /// Claims a slot of a large pool by random probes (see the module documentation).
 async fn probe_slot(
-    ctx: &Ctx,
+    neg: &Negotiator,
     client: &zk::Client,
     prefer: Option<u32>,
     owner: &[u8],
     memo: &mut Memo,
 ) -> Result<Claimed, zk::Error> {
     use rand::Rng;
-    let pool = ctx.cfg.pool_size;
+    let pool = neg.cfg.pool_size;
     if let Some(p) = prefer {
         // Our own node from a lease lost to a version mismatch frees the slot for us again.
-        delete_if_ours(ctx, client, p).await;
+        delete_if_ours(neg, client, p).await;
     }
     let mut next = prefer.filter(|p| *p < pool && !memo.skip.contains(p));
     let mut misses = 0;
@@ -283,7 +285,7 @@ async fn probe_slot(
             None => {
                 misses = 0;
                 let (children, watcher) =
-                    client.list_and_watch_children(&ctx.paths.slots()).await?;
+                    client.list_and_watch_children(&neg.paths.slots()).await?;
                 let held: BTreeSet<u32> = children
                     .iter()
                     .filter_map(|c| c.parse::<u32>().ok())
@@ -297,14 +299,14 @@ async fn probe_slot(
                 match free {
                     Some(s) => s,
                     None => {
-                        exhausted(ctx, &mut reported);
+                        exhausted(neg, &mut reported);
                         watcher.changed().await;
                         continue;
                     }
                 }
             }
         };
-        match try_slot(ctx, client, slot, owner, memo).await? {
+        match try_slot(neg, client, slot, owner, memo).await? {
             Tried::Claimed(c) => return Ok(c),
             Tried::Taken => misses += 1,
             Tried::Skipped => {}
@@ -312,14 +314,18 @@ async fn probe_slot(
     }
     Err(zk::Error::UnexpectedError(format!(
         "no free slot found in {}",
-        ctx.paths.slots()
+        neg.paths.slots()
     )))
 }
 
 /// The free slot whose mark is lowest (a missing mark counts as 0); ties go to the lower slot.
-async fn lowest_mark(ctx: &Ctx, client: &zk::Client, free: &[u32]) -> Result<u32, zk::Error> {
+async fn lowest_mark(
+    neg: &Negotiator,
+    client: &zk::Client,
+    free: &[u32],
+) -> Result<u32, zk::Error> {
     let marked: BTreeSet<u32> = client
-        .list_children(&ctx.paths.marks())
+        .list_children(&neg.paths.marks())
         .await?
         .iter()
         .filter_map(|c| c.parse().ok())
@@ -329,7 +335,7 @@ async fn lowest_mark(ctx: &Ctx, client: &zk::Client, free: &[u32]) -> Result<u32
     }
     let mut reader = client.new_multi_reader();
     for &n in free {
-        reader.add_get_data(&ctx.paths.mark(n))?;
+        reader.add_get_data(&neg.paths.mark(n))?;
     }
     let results = reader.commit().await?;
     let best = free
@@ -341,47 +347,4 @@ async fn lowest_mark(ctx: &Ctx, client: &zk::Client, free: &[u32]) -> Result<u32
         })
         .min();
     Ok(best.map_or(free[0], |(_, n)| n))
-}
-
-pub(crate) fn parse_mark(data: &[u8]) -> Option<u64> {
-    std::str::from_utf8(data).ok()?.trim().parse().ok()
-}
-
-enum Unreadable {
-    Corrupt(String),
-    Zk(zk::Error),
-}
-
-/// Reads `marks/N` and its version, creating it at 0 when missing (a slot never used; marks
-/// must never be deleted while anyone holds the slot).
-async fn read_mark(ctx: &Ctx, client: &zk::Client, slot: u32) -> Result<(u64, i32), Unreadable> {
-    let path = ctx.paths.mark(slot);
-    let persistent = zk::CreateMode::Persistent.with_acls(acls(ctx.cfg.auth.is_some()));
-    for _ in 0..3 {
-        match client.get_data(&path).await {
-            Ok((data, stat)) => {
-                let mark = parse_mark(&data).ok_or_else(|| {
-                    Unreadable::Corrupt(format!(
-                        "{path} holds {:?}, not a decimal time mark",
-                        String::from_utf8_lossy(&data)
-                    ))
-                })?;
-                return Ok((mark, stat.version));
-            }
-            Err(zk::Error::NoNode) => match client.create(&path, b"0", &persistent).await {
-                Ok((stat, _)) => return Ok((0, stat.version)),
-                Err(zk::Error::NodeExists) => continue,
-                Err(e) => return Err(Unreadable::Zk(e)),
-            },
-            Err(e) => return Err(Unreadable::Zk(e)),
-        }
-    }
-    Err(Unreadable::Zk(zk::Error::UnexpectedError(format!(
-        "{path} keeps changing"
-    ))))
-}
-
-/// Parses a slot node's owner data, if it is idcar's.
-pub fn parse_owner(data: &[u8]) -> Option<Owner> {
-    serde_json::from_slice(data).ok()
 }

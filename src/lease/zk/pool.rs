@@ -2,7 +2,8 @@
 //! re-read at most once a second; while the session is down they keep their last values, and
 //! `idcar_zk_session_state` says so), and the report behind `idcar pool`.
 
-use super::{claim::parse_owner, session_gone, Owner, Paths};
+use super::tree::parse_owner;
+use super::{session_gone, Owner, Paths};
 use crate::metrics::Metrics;
 use prometheus::IntGauge;
 use std::sync::Arc;

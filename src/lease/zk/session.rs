@@ -1,0 +1,216 @@
+//! The session loop: connect (retrying until ZooKeeper answers), follow the session's state,
+//! create the namespace, hold slots in it ([`super::hold`]), and open a new session when one
+//! expires — until the release is asked for or a fatal error.
+
+use super::hold::{self, Carry, End};
+use super::stop::{Interrupted, Stop};
+use super::tree::acls;
+use super::{pool, session_gone, Negotiator};
+use crate::lease::{Issued, LeaseError, LeaseState};
+use crate::metrics::Metrics;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+use zookeeper_client as zk;
+
+/// How [`connect`] treats servers that do not answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Retry {
+    /// Keep trying (the negotiator: ZooKeeper may be restarting).
+    UntilConnected,
+    /// Fail once every server has been tried (the CLI: "connection refused" at once).
+    FailFast,
+}
+
+/// Connects a client (digest auth when `auth` is given).
+pub async fn connect(
+    connect: &str,
+    session_timeout: Duration,
+    auth: Option<&str>,
+    retry: Retry,
+) -> Result<zk::Client, zk::Error> {
+    let mut c = zk::Client::connector().with_session_timeout(session_timeout);
+    if retry == Retry::FailFast {
+        c = c.with_fail_eagerly();
+    }
+    if let Some(a) = auth {
+        c = c.with_auth("digest", a.as_bytes());
+    }
+    c.connect(connect).await
+}
+
+/// The negotiator's task: sessions one after another.
+pub(crate) async fn run(
+    neg: Negotiator,
+    release: oneshot::Receiver<Option<Issued>>,
+) -> Result<(), LeaseError> {
+    let mut stop = Stop::new(release);
+    let mut carry = Carry {
+        prefer: neg.cfg.prefer,
+        ..Carry::default()
+    };
+    let mut sessions = 0u64;
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        neg.metrics.session_state("disconnected");
+        // No session yet: only the release request interrupts the connect.
+        stop.follow(CancellationToken::new());
+        let cfg = &neg.cfg;
+        let connecting = connect(
+            &cfg.connect,
+            cfg.session_timeout,
+            cfg.auth.as_deref(),
+            Retry::UntilConnected,
+        );
+        let client = match stop.or(connecting).await {
+            Err(_) => {
+                neg.tx.send_replace(LeaseState::Released);
+                return Ok(());
+            }
+            Ok(Ok(c)) => c,
+            Ok(Err(e @ zk::Error::AuthFailed)) => {
+                let e = LeaseError::Task(format!(
+                    "ZooKeeper refused the credentials of --zk-auth: {e}"
+                ));
+                return Err(neg.fail(e));
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, connect = %neg.cfg.connect, "cannot connect to ZooKeeper; retrying");
+                neg.pending(format!("cannot connect to ZooKeeper: {e}"));
+                if stop.sleep(backoff).await.is_err() {
+                    neg.tx.send_replace(LeaseState::Released);
+                    return Ok(());
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+                continue;
+            }
+        };
+        backoff = Duration::from_millis(100);
+        sessions += 1;
+        if sessions > 1 {
+            neg.metrics.zk_reconnects.inc();
+        }
+        neg.metrics.session_state("connected");
+        tracing::info!(session = %client.session_id(), "ZooKeeper session established");
+        let ended = CancellationToken::new();
+        stop.follow(ended.clone());
+        let states = tokio::spawn(track_states(
+            client.state_watcher(),
+            neg.metrics.clone(),
+            ended,
+        ));
+        let gauges = pool::spawn_gauges(
+            client.clone(),
+            neg.paths.clone(),
+            neg.cfg.pool_size,
+            neg.metrics.clone(),
+        );
+        // Nodes a previous session may have left belong to it alone: this one starts afresh.
+        carry.memo.suspects.clear();
+        let end = match make_namespace(&neg, &client, &mut stop).await {
+            Ok(()) => hold::serve(&neg, &client, &mut stop, &mut carry).await,
+            Err(end) => end,
+        };
+        gauges.abort();
+        let _ = gauges.await;
+        states.abort();
+        match end {
+            End::Released => {
+                close(client).await;
+                neg.metrics.session_state("closed");
+                return Ok(());
+            }
+            End::SessionGone(why, was_holding) => {
+                if was_holding {
+                    neg.metrics
+                        .lease_losses
+                        .with_label_values(&["expired"])
+                        .inc();
+                }
+                neg.metrics.session_state("expired");
+                tracing::warn!(reason = %why, "ZooKeeper session lost; opening a new one");
+                neg.tx.send_replace(LeaseState::Lost { reason: why });
+            }
+            End::Fatal(e) => return Err(neg.fail(e)),
+        }
+    }
+}
+
+/// Closes the session: dropping the last handle sends CloseSession; waits (bounded) until it
+/// went, so our ephemeral nodes go now and not a session timeout later.
+async fn close(client: zk::Client) {
+    let mut w = client.state_watcher();
+    drop(client);
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        while !matches!(
+            w.changed().await,
+            zk::SessionState::Closed | zk::SessionState::Expired
+        ) {}
+    })
+    .await;
+}
+
+/// Creates `queue/`, `slots/` and `marks/` when missing, retrying passing faults.
+async fn make_namespace(neg: &Negotiator, client: &zk::Client, stop: &mut Stop) -> Result<(), End> {
+    let dir = zk::CreateMode::Persistent.with_acls(acls(neg.cfg.auth.is_some()));
+    let mut retry = Duration::from_millis(100);
+    for path in [neg.paths.queue(), neg.paths.slots(), neg.paths.marks()] {
+        loop {
+            match client.mkdir(&path, &dir).await {
+                Ok(()) => break,
+                Err(e)
+                    if session_gone(&e)
+                        || matches!(e, zk::Error::NoAuth | zk::Error::InvalidAcl) =>
+                {
+                    return Err(hold::classify(e, &format!("cannot create {path}")));
+                }
+                Err(e) => {
+                    // Passing faults (connection loss, a leader election): try again.
+                    tracing::warn!(path = %path, error = %e, "cannot create a directory node yet; retrying");
+                    match stop.sleep(retry).await {
+                        Ok(()) => {}
+                        Err(Interrupted::Release(_)) => return Err(End::Released),
+                        Err(Interrupted::SessionEnded) => {
+                            return Err(End::SessionGone("session ended".into(), false))
+                        }
+                    }
+                    retry = (retry * 2).min(Duration::from_secs(5));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Follows the session's state into metrics; cancels `ended` once the session is over.
+async fn track_states(mut w: zk::StateWatcher, metrics: Arc<Metrics>, ended: CancellationToken) {
+    let mut was_disconnected = false;
+    loop {
+        let state = w.changed().await;
+        match state {
+            zk::SessionState::Disconnected => {
+                was_disconnected = true;
+                metrics.session_state("disconnected");
+                tracing::warn!("disconnected from ZooKeeper");
+            }
+            zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly => {
+                if was_disconnected {
+                    metrics.zk_reconnects.inc();
+                    tracing::info!("reconnected to ZooKeeper");
+                }
+                was_disconnected = false;
+                metrics.session_state("connected");
+            }
+            zk::SessionState::Expired | zk::SessionState::Closed | zk::SessionState::AuthFailed => {
+                metrics.session_state(match state {
+                    zk::SessionState::Expired => "expired",
+                    zk::SessionState::AuthFailed => "auth_failed",
+                    _ => "closed",
+                });
+                ended.cancel();
+                return;
+            }
+        }
+    }
+}

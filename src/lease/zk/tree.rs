@@ -1,0 +1,100 @@
+//! The tree idcar keeps in ZooKeeper, one namespace per layout and cluster, and what its
+//! nodes hold:
+//!
+//! ```text
+//! <root>/<layout>/<cluster>/queue/claim-<seq>   EPHEMERAL_SEQUENTIAL  a contender waiting its turn
+//! <root>/<layout>/<cluster>/slots/<N>           EPHEMERAL             the slot's holder (JSON owner)
+//! <root>/<layout>/<cluster>/marks/<N>           PERSISTENT            the slot's time mark (decimal ticks)
+//! ```
+
+use zookeeper_client as zk;
+
+/// The paths of one layout and cluster's namespace.
+#[derive(Clone, Debug)]
+pub struct Paths {
+    base: String,
+}
+
+impl Paths {
+    pub fn new(root: &str, layout: &str, cluster: u8) -> Paths {
+        Paths {
+            base: format!("{}/{layout}/{cluster}", root.trim_end_matches('/')),
+        }
+    }
+    pub fn queue(&self) -> String {
+        format!("{}/queue", self.base)
+    }
+    pub fn slots(&self) -> String {
+        format!("{}/slots", self.base)
+    }
+    pub fn marks(&self) -> String {
+        format!("{}/marks", self.base)
+    }
+    pub fn slot(&self, n: u32) -> String {
+        format!("{}/slots/{n}", self.base)
+    }
+    pub fn mark(&self, n: u32) -> String {
+        format!("{}/marks/{n}", self.base)
+    }
+}
+
+/// Who holds a slot: the JSON data of a slot node (and of a queue node).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Owner {
+    pub host: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<String>,
+    pub pid: u32,
+    /// Random per process: tells this process's own expired sessions from other instances.
+    pub instance: String,
+    /// The ZooKeeper session that created the node, in hex.
+    pub session: String,
+    /// When the node was written, milliseconds since the Unix epoch.
+    pub since_ms: u64,
+}
+
+impl Owner {
+    pub(crate) fn for_this_process(
+        session: zk::SessionId,
+        instance: &str,
+        pod: Option<&str>,
+        now_ms: u64,
+    ) -> Owner {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .or_else(|_| std::env::var("HOSTNAME"))
+            .unwrap_or_else(|_| "unknown".into());
+        Owner {
+            host,
+            pod: pod.map(str::to_string),
+            pid: std::process::id(),
+            instance: instance.to_string(),
+            session: format!("{session}"),
+            since_ms: now_ms,
+        }
+    }
+}
+
+/// A random instance ID, 16 hex digits.
+pub(crate) fn instance_id() -> String {
+    format!("{:016x}", rand::random::<u64>())
+}
+
+/// Parses a slot node's owner data, if it is idcar's.
+pub fn parse_owner(data: &[u8]) -> Option<Owner> {
+    serde_json::from_slice(data).ok()
+}
+
+/// Parses a mark node's data: decimal ticks.
+pub fn parse_mark(data: &[u8]) -> Option<u64> {
+    std::str::from_utf8(data).ok()?.trim().parse().ok()
+}
+
+/// ACLs for nodes idcar creates: creator-only under digest auth, else open.
+pub(crate) fn acls(auth: bool) -> zk::Acls<'static> {
+    if auth {
+        zk::Acls::creator_all()
+    } else {
+        zk::Acls::anyone_all()
+    }
+}
