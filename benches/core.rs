@@ -7,7 +7,7 @@
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use idcar::generator::{Generator, Take, Window};
 use idcar::layout::lable64::Fields;
-use idcar::layout::{by_name, Ask, LayoutParams, Run};
+use idcar::layout::{by_name, LayoutParams, RequestOptions, Run};
 
 /// The lable64 layout for cluster 11, as every benchmark here uses it.
 fn layout11() -> Box<dyn idcar::layout::Layout> {
@@ -74,7 +74,7 @@ fn generator(c: &mut Criterion) {
                 while left > 0 {
                     match gen.take(now, left) {
                         Ok(Take::Run(run)) => {
-                            l.pack_run(&run, &Ask::default(), run.len, &mut out);
+                            l.pack_run(&run, &RequestOptions::default(), run.len, &mut out);
                             left -= run.len;
                         }
                         Ok(Take::WaitFor { tick }) => now = tick,
@@ -100,7 +100,7 @@ fn generator(c: &mut Criterion) {
                     slot: 42,
                     timeline: 0,
                 }),
-                &Ask::default(),
+                &RequestOptions::default(),
                 64,
                 &mut out,
             );

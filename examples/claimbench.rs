@@ -92,7 +92,7 @@ async fn main() -> anyhow::Result<()> {
         held(&lease, Duration::from_secs(30)).await?;
         totals.push(t.elapsed());
         claims.push(Duration::from_secs_f64(
-            m.lease_claim_seconds.get_sample_sum(),
+            m.lease.claim_seconds.get_sample_sum(),
         ));
         lease.release(None).await?;
     }
@@ -134,9 +134,9 @@ async fn main() -> anyhow::Result<()> {
 
     // 3. Renewal writes per holder.
     let m0 = all[0].1.clone();
-    let before = m0.lease_renewals.with_label_values(&["ok"]).get();
+    let before = m0.lease.renewals.with_label_values(&["ok"]).get();
     tokio::time::sleep(args.renew_window).await;
-    let after = m0.lease_renewals.with_label_values(&["ok"]).get();
+    let after = m0.lease.renewals.with_label_values(&["ok"]).get();
     println!(
         "steady state: {:.2} mark writes/s per holder (one multi: check slot + set mark) over {:?}",
         (after - before) as f64 / args.renew_window.as_secs_f64(),

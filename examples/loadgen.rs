@@ -172,80 +172,123 @@ fn key_of(v: u128) -> u64 {
     lo ^ z ^ (z >> 31)
 }
 
+/// The phases in order, all in one run so they share the machine's noise.
 async fn run(args: Args) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let socket = args
         .socket
         .clone()
         .unwrap_or_else(|| dir.path().join("idcar.sock"));
-    let mut child = None;
-    if !args.no_spawn {
-        let bin = match &args.idcar {
-            Some(b) => b.clone(),
-            None => std::env::current_exe()?
-                .parent()
-                .and_then(Path::parent)
-                .map(|d| d.join("idcar"))
-                .ok_or_else(|| anyhow::anyhow!("cannot locate idcar; pass --idcar"))?,
-        };
-        let t0 = Instant::now();
-        let c = std::process::Command::new(&bin)
-            .arg("serve")
-            .arg("--socket")
-            .arg(&socket)
-            .arg("--state-file")
-            .arg(dir.path().join("state"))
-            .args(["--admin-addr", "none", "--log", "warn"])
-            .args(args.serve_args.split_whitespace())
-            .spawn()
-            .map_err(|e| {
-                anyhow::anyhow!(
-                    "cannot spawn {}: {e} (build it with cargo build --release)",
-                    bin.display()
-                )
-            })?;
-        let pid = c.id();
-        child = Some(c);
-        let ready = loop {
-            if let Ok(mut b) = BinaryClient::connect(&socket).await {
-                if b.ids(1).await.is_ok() {
-                    break t0.elapsed();
-                }
-            }
-            anyhow::ensure!(
-                t0.elapsed() < Duration::from_secs(10),
-                "idcar not ready in 10 s"
-            );
-            tokio::time::sleep(Duration::from_micros(500)).await;
-        };
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        println!(
-            "start-up: first IDs {ready:.1?} after spawn; idle RSS {} KiB",
-            rss_kib(pid).unwrap_or(0)
-        );
-    }
-
+    let child = if args.no_spawn {
+        None
+    } else {
+        Some(spawn_idcar(&args, dir.path(), &socket).await?)
+    };
     let echo_path = dir.path().join("echo.sock");
-    let mut echo = std::process::Command::new(std::env::current_exe()?)
-        .arg("--echo-server")
-        .arg(&echo_path)
-        .spawn()?;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while UnixStream::connect(&echo_path).await.is_err() {
-        anyhow::ensure!(Instant::now() < deadline, "echo server did not start");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-
+    let mut echo = start_echo(&echo_path).await?;
     let mut seen: Vec<u64> = Vec::new();
     println!(
         "{:<22} {:>5} {:>9} {:>12} {:>10} {:>10} {:>10}",
         "phase", "conns", "requests", "IDs/s", "p50", "p99", "p999"
     );
+    latency(&args, &socket, &echo_path, &mut seen).await?;
+    for http in [false, true] {
+        throughput(&args, &socket, http, &mut seen).await?;
+    }
+    seen.sort_unstable();
+    let dups = seen.windows(2).filter(|w| w[0] == w[1]).count();
+    println!("IDs checked: {}, duplicates: {dups}", seen.len());
 
+    let _ = echo.kill();
+    let _ = echo.wait();
+    if let Some(mut c) = child {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(c.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        let _ = c.wait();
+    }
+    anyhow::ensure!(dups == 0, "{dups} duplicate IDs");
+    Ok(())
+}
+
+/// Phase 1 (spawn mode): start idcar; report the time to its first IDs and its idle RSS.
+async fn spawn_idcar(
+    args: &Args,
+    dir: &Path,
+    socket: &Path,
+) -> anyhow::Result<std::process::Child> {
+    let bin = match &args.idcar {
+        Some(b) => b.clone(),
+        None => std::env::current_exe()?
+            .parent()
+            .and_then(Path::parent)
+            .map(|d| d.join("idcar"))
+            .ok_or_else(|| anyhow::anyhow!("cannot locate idcar; pass --idcar"))?,
+    };
+    let t0 = Instant::now();
+    let c = std::process::Command::new(&bin)
+        .arg("serve")
+        .arg("--socket")
+        .arg(socket)
+        .arg("--state-file")
+        .arg(dir.join("state"))
+        .args(["--admin-addr", "none", "--log", "warn"])
+        .args(args.serve_args.split_whitespace())
+        .spawn()
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "cannot spawn {}: {e} (build it with cargo build --release)",
+                bin.display()
+            )
+        })?;
+    let pid = c.id();
+    let ready = loop {
+        if let Ok(mut b) = BinaryClient::connect(socket).await {
+            if b.ids(1).await.is_ok() {
+                break t0.elapsed();
+            }
+        }
+        anyhow::ensure!(
+            t0.elapsed() < Duration::from_secs(10),
+            "idcar not ready in 10 s"
+        );
+        tokio::time::sleep(Duration::from_micros(500)).await;
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    println!(
+        "start-up: first IDs {ready:.1?} after spawn; idle RSS {} KiB",
+        rss_kib(pid).unwrap_or(0)
+    );
+    Ok(c)
+}
+
+/// The floor: an echo server in a separate process, started and awaited.
+async fn start_echo(echo_path: &Path) -> anyhow::Result<std::process::Child> {
+    let echo = std::process::Command::new(std::env::current_exe()?)
+        .arg("--echo-server")
+        .arg(echo_path)
+        .spawn()?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while UnixStream::connect(echo_path).await.is_err() {
+        anyhow::ensure!(Instant::now() < deadline, "echo server did not start");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    Ok(echo)
+}
+
+/// Phase 2: one connection each, sequential single-ID requests, interleaved in blocks with
+/// the echo floor; p50/p99/p999 and the ratios to the floor.
+async fn latency(
+    args: &Args,
+    socket: &Path,
+    echo_path: &Path,
+    seen: &mut Vec<u64>,
+) -> anyhow::Result<()> {
     // Latency: interleave blocks of echo, binary and HTTP single requests.
-    let mut e = UnixStream::connect(&echo_path).await?;
-    let mut b = BinaryClient::connect(&socket).await?;
-    let mut h = HttpClient::connect(&socket).await?;
+    let mut e = UnixStream::connect(echo_path).await?;
+    let mut b = BinaryClient::connect(socket).await?;
+    let mut h = HttpClient::connect(socket).await?;
     let block = 500usize.min(args.latency_requests.max(1));
     let fmt_q = args
         .http_format
@@ -328,101 +371,100 @@ async fn run(args: Args) -> anyhow::Result<()> {
     );
     drop((e, b, h));
 
-    // Throughput: C connections, batches; warm-up, then a measurement window.
-    for http in [false, true] {
-        let t0 = Instant::now();
-        let (from, end) = (t0 + args.warmup, t0 + args.warmup + args.duration);
-        let mut tasks = Vec::new();
-        for _ in 0..args.connections {
-            let socket = socket.clone();
-            let batch = args.batch;
-            let fmt_q = fmt_q.clone();
-            tasks.push(tokio::spawn(async move {
-                // (completion time, IDs) per response, and every ID for the duplicate check.
-                let mut done: Vec<(Instant, usize)> = Vec::new();
-                let mut ids: Vec<u64> = Vec::new();
-                let mut lat = Vec::new();
-                let mut http_c = if http {
-                    Some(HttpClient::connect(&socket).await?)
-                } else {
-                    None
-                };
-                let mut bin_c = if http {
-                    None
-                } else {
-                    Some(BinaryClient::connect(&socket).await?)
-                };
-                while Instant::now() < end {
-                    let s = Instant::now();
-                    let before = ids.len();
-                    if let Some(c) = http_c.as_mut() {
-                        let r = c.get(&format!("/ids?count={batch}{fmt_q}"), false).await?;
-                        anyhow::ensure!(r.status == 200, "HTTP {}: {}", r.status, r.body);
-                        for l in r.body.lines() {
-                            ids.push(key_of(u128::from_str_radix(l, 16)?));
-                        }
-                    } else if let Some(c) = bin_c.as_mut() {
-                        ids.extend(c.ids(batch).await?.iter().map(key));
-                    }
-                    let t = Instant::now();
-                    lat.push(t - s);
-                    done.push((t, ids.len() - before));
-                }
-                anyhow::Ok((done, ids, lat))
-            }));
-        }
-        let mut s = Stats {
-            name: format!(
-                "{}, batch {}",
-                if http { "http" } else { "binary" },
-                args.batch
-            ),
-            conns: args.connections,
-            requests: 0,
-            ids: 0,
-            elapsed: args.duration,
-            lat: vec![],
-        };
-        let mut whole = 0usize;
-        let mut results = Vec::new();
-        for t in tasks {
-            results.push(t.await??);
-        }
-        let total = t0.elapsed();
-        for (done, ids, lat) in results {
-            s.requests += done.iter().filter(|(t, _)| *t >= from && *t < end).count();
-            s.ids += done
-                .iter()
-                .filter(|(t, _)| *t >= from && *t < end)
-                .map(|(_, n)| n)
-                .sum::<usize>();
-            whole += ids.len();
-            s.lat.extend(lat);
-            seen.extend(ids);
-        }
-        s.print();
-        println!(
-            "  window {:.1?}: {:.2}% of the layout cap ({:.0} IDs/s); whole run incl. warm-up and tail: {:.0} IDs/s over {:.1?}",
-            args.duration,
-            100.0 * s.ids as f64 / args.duration.as_secs_f64() / args.cap,
-            args.cap,
-            whole as f64 / total.as_secs_f64(),
-            total
-        );
-    }
-    seen.sort_unstable();
-    let dups = seen.windows(2).filter(|w| w[0] == w[1]).count();
-    println!("IDs checked: {}, duplicates: {dups}", seen.len());
+    Ok(())
+}
 
-    let _ = echo.kill();
-    let _ = echo.wait();
-    if let Some(mut c) = child {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(c.id() as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        );
-        let _ = c.wait();
+/// Phase 3: C connections asking for batches (binary, or HTTP): a warm-up, then a window of
+/// D seconds; IDs/s counts the responses completed inside the window, and the share of the
+/// layout's cap.
+async fn throughput(
+    args: &Args,
+    socket: &Path,
+    http: bool,
+    seen: &mut Vec<u64>,
+) -> anyhow::Result<()> {
+    let fmt_q = args
+        .http_format
+        .as_ref()
+        .map_or(String::new(), |f| format!("&format={f}"));
+    let t0 = Instant::now();
+    let (from, end) = (t0 + args.warmup, t0 + args.warmup + args.duration);
+    let mut tasks = Vec::new();
+    for _ in 0..args.connections {
+        let socket = socket.to_path_buf();
+        let batch = args.batch;
+        let fmt_q = fmt_q.clone();
+        tasks.push(tokio::spawn(async move {
+            // (completion time, IDs) per response, and every ID for the duplicate check.
+            let mut done: Vec<(Instant, usize)> = Vec::new();
+            let mut ids: Vec<u64> = Vec::new();
+            let mut lat = Vec::new();
+            let mut http_c = if http {
+                Some(HttpClient::connect(&socket).await?)
+            } else {
+                None
+            };
+            let mut bin_c = if http {
+                None
+            } else {
+                Some(BinaryClient::connect(&socket).await?)
+            };
+            while Instant::now() < end {
+                let s = Instant::now();
+                let before = ids.len();
+                if let Some(c) = http_c.as_mut() {
+                    let r = c.get(&format!("/ids?count={batch}{fmt_q}"), false).await?;
+                    anyhow::ensure!(r.status == 200, "HTTP {}: {}", r.status, r.body);
+                    for l in r.body.lines() {
+                        ids.push(key_of(u128::from_str_radix(l, 16)?));
+                    }
+                } else if let Some(c) = bin_c.as_mut() {
+                    ids.extend(c.ids(batch).await?.iter().map(key));
+                }
+                let t = Instant::now();
+                lat.push(t - s);
+                done.push((t, ids.len() - before));
+            }
+            anyhow::Ok((done, ids, lat))
+        }));
     }
-    anyhow::ensure!(dups == 0, "{dups} duplicate IDs");
+    let mut s = Stats {
+        name: format!(
+            "{}, batch {}",
+            if http { "http" } else { "binary" },
+            args.batch
+        ),
+        conns: args.connections,
+        requests: 0,
+        ids: 0,
+        elapsed: args.duration,
+        lat: vec![],
+    };
+    let mut whole = 0usize;
+    let mut results = Vec::new();
+    for t in tasks {
+        results.push(t.await??);
+    }
+    let total = t0.elapsed();
+    for (done, ids, lat) in results {
+        s.requests += done.iter().filter(|(t, _)| *t >= from && *t < end).count();
+        s.ids += done
+            .iter()
+            .filter(|(t, _)| *t >= from && *t < end)
+            .map(|(_, n)| n)
+            .sum::<usize>();
+        whole += ids.len();
+        s.lat.extend(lat);
+        seen.extend(ids);
+    }
+    s.print();
+    println!(
+        "  window {:.1?}: {:.2}% of the layout cap ({:.0} IDs/s); whole run incl. warm-up and tail: {:.0} IDs/s over {:.1?}",
+        args.duration,
+        100.0 * s.ids as f64 / args.duration.as_secs_f64() / args.cap,
+        args.cap,
+        whole as f64 / total.as_secs_f64(),
+        total
+    );
     Ok(())
 }

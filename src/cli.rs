@@ -41,13 +41,13 @@ pub enum LogFormat {
 pub enum Command {
     /// Serve IDs on a Unix socket.
     Serve(Box<ServeArgs>),
-    /// Ask a running idcar for IDs and print them, one per line.
+    /// RequestOptions a running idcar for IDs and print them, one per line.
     Get(GetArgs),
     /// Print the fields of an ID.
     Decode(DecodeArgs),
     /// Show who holds which slot in ZooKeeper, each slot's mark, free slots and waiters.
     Pool(PoolArgs),
-    /// Ask a running idcar's admin listener whether it is ready (or alive, with --live); exit
+    /// RequestOptions a running idcar's admin listener whether it is ready (or alive, with --live); exit
     /// 0 if so, 1 if not, with a one-line reason. Never consumes an ID: for exec probes and
     /// container healthchecks.
     Probe(ProbeArgs),
@@ -59,7 +59,7 @@ pub struct ProbeArgs {
     /// such as 0.0.0.0 means this host's loopback).
     #[arg(long, env = "IDCAR_ADMIN_ADDR", default_value = DEFAULT_ADMIN_ADDR)]
     pub admin_addr: String,
-    /// Ask whether the process is alive (`/healthz`) instead of ready (`/readyz`).
+    /// RequestOptions whether the process is alive (`/healthz`) instead of ready (`/readyz`).
     #[arg(long)]
     pub live: bool,
     /// How long to wait for the answer.
@@ -114,6 +114,7 @@ impl LayoutArgs {
             sequence_min: self.sequence_min,
             sequence_max: self.sequence_max,
             medallion_base: self.medallion_base,
+            ..Default::default()
         }
     }
 
@@ -142,6 +143,7 @@ pub(crate) fn duration(s: &str) -> Result<Duration, String> {
 }
 
 /// A duration with an optional leading `-`, in nanoseconds.
+#[cfg(feature = "fault-injection")]
 pub(crate) fn signed_duration(s: &str) -> Result<i64, String> {
     let (neg, rest) = s.strip_prefix('-').map_or((false, s), |r| (true, r));
     let d = duration(rest)?;
@@ -225,7 +227,9 @@ pub struct ServeArgs {
     /// How long shutdown waits for in-flight requests.
     #[arg(long, env = "IDCAR_SHUTDOWN_GRACE", default_value = "10s", value_parser = duration)]
     pub shutdown_grace: Duration,
-    /// Testing aid: pretend the host clock is off by this much (e.g. `3s`, `-2s`).
+    /// Testing aid (builds with the cargo feature `fault-injection` only): pretend the host
+    /// clock is off by this much (e.g. `3s`, `-2s`).
+    #[cfg(feature = "fault-injection")]
     #[arg(long, env = "IDCAR_CLOCK_SKEW", hide = true, allow_hyphen_values = true, value_parser = signed_duration)]
     pub clock_skew: Option<i64>,
     /// Worker threads of the async runtime.

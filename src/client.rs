@@ -1,7 +1,7 @@
 //! A small client for idcar's socket: the binary protocol ([`BinaryClient`], with pipelining)
 //! and HTTP over the Unix socket ([`HttpClient`]). Used by `idcar get`, the examples and tests.
 
-use crate::layout::Ask;
+use crate::layout::RequestOptions;
 use crate::server::frame::{self, Status};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
@@ -57,11 +57,11 @@ impl BinaryClient {
 
     /// Sends a request for `count` IDs without waiting for the answer.
     pub async fn send(&mut self, count: u32) -> std::io::Result<()> {
-        self.send_ask(count, &Ask::default()).await
+        self.send_ask(count, &RequestOptions::default()).await
     }
 
     /// Sends a request for `count` IDs with options (metabyte, transaction).
-    pub async fn send_ask(&mut self, count: u32, ask: &Ask) -> std::io::Result<()> {
+    pub async fn send_ask(&mut self, count: u32, ask: &RequestOptions) -> std::io::Result<()> {
         let mut req = Vec::with_capacity(12);
         frame::encode_get_ids(count, ask, &mut req);
         self.stream.write_all(&req).await?;

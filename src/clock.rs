@@ -1,4 +1,5 @@
-//! The clock seam: wall-clock time as nanoseconds since the Unix epoch.
+//! The seams to the outside world that the pure core is given, never reaches for: wall-clock
+//! time as nanoseconds since the Unix epoch, and random bits ([`os_random`]).
 //!
 //! Production uses [`SystemClock`]; tests use [`ManualClock`] to step time forwards and
 //! backwards. Only the service and the leases read a clock; layouts and the generator are given
@@ -6,6 +7,12 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Random bits from the operating system's generator (through `rand`'s thread-local CSPRNG),
+/// injected into layouts that put randomness in IDs (ugd60).
+pub fn os_random() -> u64 {
+    rand::random()
+}
 
 pub trait Clock: Send + Sync + std::fmt::Debug {
     /// Nanoseconds since the Unix epoch (0 for a clock set before 1970).

@@ -1,8 +1,11 @@
 //! Validated configuration: raw [`crate::cli`] arguments turned into typed values, with every
-//! inconsistency reported as a [`UsageError`] (exit code 2) before anything starts.
+//! inconsistency reported as a [`UsageError`] (exit code 2) naming the flag (and environment
+//! variable) to change, before anything starts. The one place that validates: `app` and the
+//! subcommands only ever see checked values. Layouts report their own domain errors
+//! ([`layout::BuildError`]); this module maps them to flags.
 
-use crate::cli::{ServeArgs, ZkArgs};
-use crate::layout::{self, Layout};
+use crate::cli::{DecodeArgs, LayoutArgs, PoolArgs, ProbeArgs, ServeArgs, ZkArgs};
+use crate::layout::{self, BuildError, Layout, Param, TextForm};
 use crate::server::{AdminLimits, ConnLimits};
 use crate::service::Limits;
 use std::net::SocketAddr;
@@ -18,6 +21,33 @@ fn usage<T>(msg: impl Into<String>) -> Result<T, UsageError> {
     Err(UsageError(msg.into()))
 }
 
+/// The flag (and variable) that sets a layout parameter.
+fn flag(p: Param) -> &'static str {
+    match p {
+        Param::Cluster => "--cluster-id/IDCAR_CLUSTER_ID",
+        Param::BaseClock => "--base-clock/IDCAR_BASE_CLOCK",
+        Param::MidBits => "--mid-bits/IDCAR_MID_BITS",
+        Param::SequenceMin => "--sequence-min/IDCAR_SEQUENCE_MIN",
+        Param::SequenceMax => "--sequence-max/IDCAR_SEQUENCE_MAX",
+        Param::MedallionBase => "--medallion-base/IDCAR_MEDALLION_BASE",
+    }
+}
+
+/// Builds the layout the flags name, mapping its errors to the flag to change.
+fn build_layout(a: &LayoutArgs, cluster: u8) -> Result<Box<dyn Layout>, UsageError> {
+    layout::by_name(a.name(), a.params(cluster)).map_err(|e| match e {
+        BuildError::UnknownLayout { .. } => UsageError(format!("--layout/IDCAR_LAYOUT: {e}")),
+        BuildError::Param { param, why } => UsageError(format!("{}: {why}", flag(param))),
+    })
+}
+
+/// Parses a text form's name (`--format`).
+fn text_form(f: Option<&str>) -> Result<Option<TextForm>, UsageError> {
+    f.map(TextForm::parse)
+        .transpose()
+        .map_err(|e| UsageError(format!("--format: {e}")))
+}
+
 /// Everything `serve` needs, checked.
 #[derive(Debug)]
 pub struct ServeConfig {
@@ -29,14 +59,23 @@ pub struct ServeConfig {
     pub cluster: u8,
     /// Where the slot comes from.
     pub lease: LeaseSource,
-    pub horizon: Duration,
-    pub renew_every: Duration,
-    pub max_clock_wait: Duration,
+    pub timings: LeaseTimings,
     pub limits: Limits,
     pub conn: ConnLimits,
     pub threads: usize,
-    /// Testing aid: offset of the simulated host clock, in nanoseconds.
+    /// Testing aid (cargo feature `fault-injection`): offset of the simulated host clock, ns.
     pub clock_skew_ns: i64,
+}
+
+/// How a lease keeps its mark ahead of the clock.
+#[derive(Debug, Clone, Copy)]
+pub struct LeaseTimings {
+    /// How far ahead of the clock each written mark reaches.
+    pub horizon: Duration,
+    /// How often the mark is pushed forward.
+    pub renew_every: Duration,
+    /// How long start-up (or a claim) may wait for the clock to pass a stored mark.
+    pub max_clock_wait: Duration,
 }
 
 /// Where the slot comes from.
@@ -48,42 +87,57 @@ pub enum LeaseSource {
     Zk(ZkSettings),
 }
 
-/// Checked ZooKeeper settings.
+/// How to reach ZooKeeper, checked (shared by `serve` and `pool`).
 #[derive(Debug, Clone)]
-pub struct ZkSettings {
+pub struct ZkConn {
     pub connect: String,
     pub root: String,
     pub session_timeout: Duration,
     pub auth: Option<String>,
+}
+
+/// Checked ZooKeeper settings of `serve`.
+#[derive(Debug, Clone)]
+pub struct ZkSettings {
+    pub conn: ZkConn,
     pub pool_size: u32,
     pub prefer: Option<u32>,
     /// The pod name for the slot's owner record.
     pub pod: Option<String>,
 }
 
-/// Checks the ZooKeeper flags shared by `serve` and `pool`.
-pub fn zk_settings(connect: &str, z: &ZkArgs) -> Result<(String, Option<String>), UsageError> {
-    if connect.trim().is_empty() {
-        return usage("--zk: empty connect string (expected host:port[,host:port...][/chroot])");
-    }
-    let root = z.zk_root.trim_end_matches('/');
-    if !root.starts_with('/') || root.split('/').skip(1).any(str::is_empty) {
-        return usage(format!(
-            "--zk-root {:?}: expected an absolute path such as /idcar",
-            z.zk_root
-        ));
-    }
-    if z.zk_session_timeout < Duration::from_millis(400)
-        || z.zk_session_timeout > Duration::from_secs(600)
-    {
-        return usage("--zk-session-timeout must be between 400ms and 10m");
-    }
-    if let Some(a) = &z.zk_auth {
-        if !a.contains(':') || a.starts_with(':') {
-            return usage("--zk-auth: expected user:password");
+impl ZkConn {
+    /// Checks the ZooKeeper flags shared by `serve` and `pool`.
+    pub fn from_args(connect: &str, z: &ZkArgs) -> Result<ZkConn, UsageError> {
+        if connect.trim().is_empty() {
+            return usage(
+                "--zk: empty connect string (expected host:port[,host:port...][/chroot])",
+            );
         }
+        let root = z.zk_root.trim_end_matches('/');
+        if !root.starts_with('/') || root.split('/').skip(1).any(str::is_empty) {
+            return usage(format!(
+                "--zk-root {:?}: expected an absolute path such as /idcar",
+                z.zk_root
+            ));
+        }
+        if z.zk_session_timeout < Duration::from_millis(400)
+            || z.zk_session_timeout > Duration::from_secs(600)
+        {
+            return usage("--zk-session-timeout must be between 400ms and 10m");
+        }
+        if let Some(a) = &z.zk_auth {
+            if !a.contains(':') || a.starts_with(':') {
+                return usage("--zk-auth: expected user:password");
+            }
+        }
+        Ok(ZkConn {
+            connect: connect.to_string(),
+            root: root.to_string(),
+            session_timeout: z.zk_session_timeout,
+            auth: z.zk_auth.clone(),
+        })
     }
-    Ok((root.to_string(), z.zk_auth.clone()))
 }
 
 /// Parses an admin listener address: `HOST:PORT`, or `none`/`off`/empty for no listener.
@@ -111,167 +165,32 @@ fn mode(s: &str) -> Result<u32, UsageError> {
 }
 
 impl ServeConfig {
-    pub fn from_args(a: &ServeArgs) -> Result<ServeConfig, UsageError> {
-        let layout =
-            layout::by_name(a.layout.name(), a.layout.params(a.cluster_id)).map_err(|e| {
-                UsageError(format!(
-                    "--layout/--cluster-id/--base-clock/--mid-bits: {e}"
-                ))
-            })?;
-        if a.cluster_id != 0 && !layout.has_cluster() {
-            return usage(format!(
-                "--cluster-id {}: layout {}'s IDs carry no cluster field, so instances in \
-                 different clusters would issue the same IDs; leave it at 0 (give deployments \
-                 that must not collide disjoint slots instead)",
-                a.cluster_id,
-                layout.name()
-            ));
-        }
-        let scheme = layout.scheme();
-        let now_ns = crate::clock::Clock::now_unix_ns(&crate::clock::SystemClock);
-        if scheme.tick_at(now_ns).is_none() {
-            return usage(format!(
-                "--base-clock {} is in the future: layout {} cannot issue IDs before it",
-                a.layout.base_clock,
-                layout.name()
-            ));
-        }
-        if let Some(g) = a.generator_id.filter(|g| *g >= scheme.slots) {
-            return usage(format!(
-                "--generator-id {g} is out of range: layout {} has {} generator IDs (0-{})",
-                layout.name(),
-                scheme.slots,
-                scheme.slots - 1
-            ));
-        }
-        let lease = match &a.zk {
-            None => {
-                if a.pool_size.is_some() {
-                    return usage("--pool-size needs --zk");
-                }
-                LeaseSource::Static {
-                    slot: a.generator_id.unwrap_or(0),
-                    state_file: a.state_file.clone(),
-                }
-            }
-            Some(connect) => {
-                let (root, auth) = zk_settings(connect, &a.zk_args)?;
-                let pool_size = a.pool_size.unwrap_or(scheme.slots);
-                if pool_size == 0 || pool_size > scheme.slots {
-                    return usage(format!(
-                        "--pool-size must be between 1 and {} for layout {}",
-                        scheme.slots,
-                        layout.name()
-                    ));
-                }
-                if let Some(g) = a.generator_id.filter(|g| *g >= pool_size) {
-                    return usage(format!(
-                        "--generator-id {g} is outside the negotiated pool 0-{}",
-                        pool_size - 1
-                    ));
-                }
-                LeaseSource::Zk(ZkSettings {
-                    pod: a
-                        .pod_name
-                        .clone()
-                        .or_else(|| std::env::var("POD_NAME").ok())
-                        .filter(|p| !p.is_empty()),
-                    connect: connect.clone(),
-                    root,
-                    session_timeout: a.zk_args.zk_session_timeout,
-                    auth,
-                    pool_size,
-                    prefer: a.generator_id,
-                })
-            }
-        };
-        let admin_addr = admin_addr(&a.admin_addr)?;
-        const HOUR: Duration = Duration::from_secs(3600);
-        for (flag, d) in [
-            ("--lease-horizon", a.lease_horizon),
-            ("--renew-interval", a.renew_interval),
-            ("--max-clock-wait", a.max_clock_wait),
-            ("--request-timeout", a.request_timeout),
-            ("--idle-timeout", a.idle_timeout),
-            ("--admin-timeout", a.admin_timeout),
-            ("--shutdown-grace", a.shutdown_grace),
-        ] {
-            if d > HOUR {
-                return usage(format!("{flag} must be at most 1h, got {d:?}"));
-            }
-        }
-        if a.renew_interval < Duration::from_millis(10) {
-            return usage("--renew-interval must be at least 10ms");
-        }
-        if a.renew_interval * 2 > a.lease_horizon {
-            return usage(format!(
-                "--renew-interval ({:?}) must be at most half of --lease-horizon ({:?}) so a \
-                 renewal can fail once without the lease running out",
-                a.renew_interval, a.lease_horizon
-            ));
-        }
-        if a.max_clock_wait < a.lease_horizon {
-            return usage(format!(
-                "--max-clock-wait ({:?}) must be at least --lease-horizon ({:?}): after a crash \
-                 the stored mark is up to one horizon ahead, and start-up must be able to wait it out",
-                a.max_clock_wait, a.lease_horizon
-            ));
-        }
-        if a.request_timeout.is_zero() || a.idle_timeout.is_zero() || a.admin_timeout.is_zero() {
-            return usage(
-                "--request-timeout, --idle-timeout and --admin-timeout must be above zero",
-            );
-        }
-        let per_second = scheme.ids_per_tick() as f64 * 1e9 / scheme.tick_ns as f64;
-        let servable = per_second * a.request_timeout.as_secs_f64();
-        let max_batch = a
-            .max_batch
-            .unwrap_or_else(|| (servable / 2.0).clamp(1.0, 10_000.0) as u32);
-        if max_batch == 0 || max_batch > 1_000_000 {
-            return usage("--max-batch must be between 1 and 1000000");
-        }
-        if f64::from(max_batch) > servable {
-            return usage(format!(
-                "--max-batch {} cannot be served within --request-timeout {:?}: layout {} issues \
-                 at most {per_second:.0} IDs/s per slot",
-                max_batch,
-                a.request_timeout,
-                layout.name()
-            ));
-        }
-        if a.max_connections == 0 || a.max_connections > 65_536 {
-            return usage("--max-connections must be between 1 and 65536");
-        }
-        if a.admin_max_connections == 0 || a.admin_max_connections > 4_096 {
-            return usage("--admin-max-connections must be between 1 and 4096");
-        }
+    /// Checks `serve`'s arguments; `now_unix_ns` is the wall clock (a layout whose epoch is
+    /// in the future cannot serve).
+    pub fn from_args(a: &ServeArgs, now_unix_ns: u64) -> Result<ServeConfig, UsageError> {
+        let layout = serve_layout(a, now_unix_ns)?;
+        let lease = lease_source(a, layout.as_ref())?;
+        let timings = timings(a)?;
+        let limits = request_limits(a, layout.as_ref())?;
+        let conn = connection_limits(a)?;
         if a.threads == 0 || a.threads > 256 {
             return usage("--threads must be between 1 and 256");
         }
         Ok(ServeConfig {
             socket: a.socket.clone(),
             socket_mode: mode(&a.socket_mode)?,
-            admin_addr,
+            admin_addr: admin_addr(&a.admin_addr)?,
             admin: AdminLimits {
                 max_connections: a.admin_max_connections,
                 timeout: a.admin_timeout,
             },
             cluster: a.cluster_id,
             lease,
-            horizon: a.lease_horizon,
-            renew_every: a.renew_interval,
-            max_clock_wait: a.max_clock_wait,
-            limits: Limits {
-                max_batch,
-                max_wait: a.request_timeout,
-            },
-            conn: ConnLimits {
-                max_connections: a.max_connections,
-                idle_timeout: a.idle_timeout,
-                grace: a.shutdown_grace,
-            },
+            timings,
+            limits,
+            conn,
             threads: a.threads,
-            clock_skew_ns: a.clock_skew.unwrap_or(0),
+            clock_skew_ns: clock_skew(a),
             layout,
         })
     }
@@ -280,6 +199,254 @@ impl ServeConfig {
     /// shape as ZooKeeper paths.
     pub fn mark_key(&self, slot: u32) -> String {
         format!("{}/{}/{slot}", self.layout.name(), self.cluster)
+    }
+}
+
+#[cfg(feature = "fault-injection")]
+fn clock_skew(a: &ServeArgs) -> i64 {
+    a.clock_skew.unwrap_or(0)
+}
+
+#[cfg(not(feature = "fault-injection"))]
+fn clock_skew(_: &ServeArgs) -> i64 {
+    0
+}
+
+/// The layout, checked against the cluster ID and the clock.
+fn serve_layout(a: &ServeArgs, now_unix_ns: u64) -> Result<Box<dyn Layout>, UsageError> {
+    let layout = build_layout(&a.layout, a.cluster_id)?;
+    if a.cluster_id != 0 && !layout.has_cluster() {
+        return usage(format!(
+            "--cluster-id {}: layout {}'s IDs carry no cluster field, so instances in \
+             different clusters would issue the same IDs; leave it at 0 (give deployments \
+             that must not collide disjoint slots instead)",
+            a.cluster_id,
+            layout.name()
+        ));
+    }
+    if layout.scheme().tick_at(now_unix_ns).is_none() {
+        return usage(format!(
+            "--base-clock {} is in the future: layout {} cannot issue IDs before it",
+            a.layout.base_clock,
+            layout.name()
+        ));
+    }
+    Ok(layout)
+}
+
+/// A static slot, or the ZooKeeper settings to negotiate one.
+fn lease_source(a: &ServeArgs, layout: &dyn Layout) -> Result<LeaseSource, UsageError> {
+    let slots = layout.scheme().slots;
+    if let Some(g) = a.generator_id.filter(|g| *g >= slots) {
+        return usage(format!(
+            "--generator-id {g} is out of range: layout {} has {slots} generator IDs (0-{})",
+            layout.name(),
+            slots - 1
+        ));
+    }
+    let Some(connect) = &a.zk else {
+        if a.pool_size.is_some() {
+            return usage("--pool-size needs --zk");
+        }
+        return Ok(LeaseSource::Static {
+            slot: a.generator_id.unwrap_or(0),
+            state_file: a.state_file.clone(),
+        });
+    };
+    let conn = ZkConn::from_args(connect, &a.zk_args)?;
+    let pool_size = a.pool_size.unwrap_or(slots);
+    if pool_size == 0 || pool_size > slots {
+        return usage(format!(
+            "--pool-size must be between 1 and {slots} for layout {}",
+            layout.name()
+        ));
+    }
+    if let Some(g) = a.generator_id.filter(|g| *g >= pool_size) {
+        return usage(format!(
+            "--generator-id {g} is outside the negotiated pool 0-{}",
+            pool_size - 1
+        ));
+    }
+    Ok(LeaseSource::Zk(ZkSettings {
+        conn,
+        pool_size,
+        prefer: a.generator_id,
+        pod: a
+            .pod_name
+            .clone()
+            .or_else(|| std::env::var("POD_NAME").ok())
+            .filter(|p| !p.is_empty()),
+    }))
+}
+
+const HOUR: Duration = Duration::from_secs(3600);
+
+/// Every duration at most an hour; the lease's timings consistent with each other.
+fn timings(a: &ServeArgs) -> Result<LeaseTimings, UsageError> {
+    for (flag, d) in [
+        ("--lease-horizon", a.lease_horizon),
+        ("--renew-interval", a.renew_interval),
+        ("--max-clock-wait", a.max_clock_wait),
+        ("--request-timeout", a.request_timeout),
+        ("--idle-timeout", a.idle_timeout),
+        ("--admin-timeout", a.admin_timeout),
+        ("--shutdown-grace", a.shutdown_grace),
+    ] {
+        if d > HOUR {
+            return usage(format!("{flag} must be at most 1h, got {d:?}"));
+        }
+    }
+    if a.renew_interval < Duration::from_millis(10) {
+        return usage("--renew-interval must be at least 10ms");
+    }
+    if a.renew_interval * 2 > a.lease_horizon {
+        return usage(format!(
+            "--renew-interval ({:?}) must be at most half of --lease-horizon ({:?}) so a \
+             renewal can fail once without the lease running out",
+            a.renew_interval, a.lease_horizon
+        ));
+    }
+    if a.max_clock_wait < a.lease_horizon {
+        return usage(format!(
+            "--max-clock-wait ({:?}) must be at least --lease-horizon ({:?}): after a crash \
+             the stored mark is up to one horizon ahead, and start-up must be able to wait it out",
+            a.max_clock_wait, a.lease_horizon
+        ));
+    }
+    Ok(LeaseTimings {
+        horizon: a.lease_horizon,
+        renew_every: a.renew_interval,
+        max_clock_wait: a.max_clock_wait,
+    })
+}
+
+/// The largest batch, servable within the request timeout at the layout's cap.
+fn request_limits(a: &ServeArgs, layout: &dyn Layout) -> Result<Limits, UsageError> {
+    if a.request_timeout.is_zero() || a.idle_timeout.is_zero() || a.admin_timeout.is_zero() {
+        return usage("--request-timeout, --idle-timeout and --admin-timeout must be above zero");
+    }
+    let scheme = layout.scheme();
+    let per_second = scheme.ids_per_tick() as f64 * 1e9 / scheme.tick_ns as f64;
+    let servable = per_second * a.request_timeout.as_secs_f64();
+    let max_batch = a
+        .max_batch
+        .unwrap_or_else(|| (servable / 2.0).clamp(1.0, 10_000.0) as u32);
+    if max_batch == 0 || max_batch > 1_000_000 {
+        return usage("--max-batch must be between 1 and 1000000");
+    }
+    if f64::from(max_batch) > servable {
+        return usage(format!(
+            "--max-batch {} cannot be served within --request-timeout {:?}: layout {} issues \
+             at most {per_second:.0} IDs/s per slot",
+            max_batch,
+            a.request_timeout,
+            layout.name()
+        ));
+    }
+    Ok(Limits {
+        max_batch,
+        max_wait: a.request_timeout,
+    })
+}
+
+/// The socket's and the admin listener's connection caps.
+fn connection_limits(a: &ServeArgs) -> Result<ConnLimits, UsageError> {
+    if a.max_connections == 0 || a.max_connections > 65_536 {
+        return usage("--max-connections must be between 1 and 65536");
+    }
+    if a.admin_max_connections == 0 || a.admin_max_connections > 4_096 {
+        return usage("--admin-max-connections must be between 1 and 4096");
+    }
+    Ok(ConnLimits {
+        max_connections: a.max_connections,
+        idle_timeout: a.idle_timeout,
+        grace: a.shutdown_grace,
+    })
+}
+
+/// Everything `pool` needs, checked.
+#[derive(Debug)]
+pub struct PoolConfig {
+    pub zk: ZkConn,
+    pub layout: Box<dyn Layout>,
+    /// Only this cluster, or every cluster found.
+    pub cluster: Option<u8>,
+    pub pool_size: u32,
+    pub json: bool,
+}
+
+impl PoolConfig {
+    pub fn from_args(a: &PoolArgs) -> Result<PoolConfig, UsageError> {
+        let zk = ZkConn::from_args(&a.zk, &a.zk_args)?;
+        let layout = build_layout(&a.layout, a.cluster_id.unwrap_or(0))?;
+        let slots = layout.scheme().slots;
+        let pool_size = a.pool_size.unwrap_or(slots);
+        if pool_size == 0 || pool_size > slots {
+            return usage(format!("--pool-size must be between 1 and {slots}"));
+        }
+        Ok(PoolConfig {
+            zk,
+            layout,
+            cluster: a.cluster_id,
+            pool_size,
+            json: a.json,
+        })
+    }
+}
+
+/// Everything `decode` needs, checked: the layout when named (else it is guessed from the
+/// text with `params`).
+#[derive(Debug)]
+pub struct DecodeConfig {
+    pub text: String,
+    pub layout: Option<Box<dyn Layout>>,
+    pub params: layout::LayoutParams,
+    pub form: Option<TextForm>,
+    pub json: bool,
+}
+
+impl DecodeConfig {
+    pub fn from_args(a: &DecodeArgs) -> Result<DecodeConfig, UsageError> {
+        let layout = match &a.layout.layout {
+            Some(_) => Some(build_layout(&a.layout, 0)?),
+            None => None,
+        };
+        Ok(DecodeConfig {
+            text: a.id.trim().to_string(),
+            layout,
+            params: a.layout.params(0),
+            form: text_form(a.format.as_deref())?,
+            json: a.json,
+        })
+    }
+}
+
+/// Everything `probe` needs, checked.
+#[derive(Debug, Clone, Copy)]
+pub struct ProbeConfig {
+    /// The admin listener's address as configured (an unspecified IP is probed on loopback).
+    pub admin: SocketAddr,
+    /// Alive (`/healthz`) rather than ready (`/readyz`).
+    pub live: bool,
+    pub timeout: Duration,
+}
+
+impl ProbeConfig {
+    pub fn from_args(a: &ProbeArgs) -> Result<ProbeConfig, UsageError> {
+        let Some(admin) = admin_addr(&a.admin_addr)? else {
+            return usage(
+                "the admin listener is off (--admin-addr/IDCAR_ADMIN_ADDR is none): probe has \
+                 nothing to ask",
+            );
+        };
+        if a.timeout.is_zero() || a.timeout > Duration::from_secs(60) {
+            return usage("--timeout must be between 1ms and 60s");
+        }
+        Ok(ProbeConfig {
+            admin,
+            live: a.live,
+            timeout: a.timeout,
+        })
     }
 }
 
@@ -295,7 +462,10 @@ mod tests {
         let Command::Serve(a) = Cli::try_parse_from(argv).unwrap().command else {
             unreachable!()
         };
-        ServeConfig::from_args(&a)
+        ServeConfig::from_args(
+            &a,
+            crate::clock::Clock::now_unix_ns(&crate::clock::SystemClock),
+        )
     }
 
     #[test]
@@ -317,7 +487,7 @@ mod tests {
             panic!()
         };
         assert_eq!(
-            (z.pool_size, z.prefer, z.root.as_str()),
+            (z.pool_size, z.prefer, z.conn.root.as_str()),
             (8, Some(5), "/idcar")
         );
         assert!(c.admin_addr.is_some());

@@ -3,7 +3,7 @@
 //! The map of the crate, from the pure core outwards:
 //!
 //! - [`layout`]: ID layouts (bit packing and text forms: `lable64`, `ugd60`, `si53`, `sno80`,
-//!   `muid128`) and per-request options ([`layout::Ask`]: metabyte, transaction); pure.
+//!   `muid128`) and per-request options ([`layout::RequestOptions`]: metabyte, transaction); pure.
 //! - [`generator`]: the per-lease sequence state machine; pure, time passed in.
 //! - [`clock`], [`timer`]: the wall clock seam and precise sub-millisecond waits.
 //! - [`lease`]: who may issue for which slot up to which time; [`lease::local`] keeps a static

@@ -92,11 +92,8 @@ pub struct Metrics {
     pub sequence_overflow_ticks: IntCounter,
     pub clock_regressions: IntCounter,
     pub refusals: IntCounterVec,
-    pub lease_held: IntGauge,
-    pub lease_slot: IntGauge,
-    pub lease_remaining_seconds: prometheus::Gauge,
-    pub lease_renewals: IntCounterVec,
-    pub lease_mark_wait_seconds: Histogram,
+    /// The lease's and the ZooKeeper session's metrics.
+    pub lease: LeaseMetrics,
     pub connections: IntGaugeVec,
     connections_closed: IntCounterVec,
     /// Slots this instance may negotiate (ZooKeeper mode).
@@ -107,10 +104,20 @@ pub struct Metrics {
     pub pool_waiting: IntGauge,
     /// 1 while this instance waits at the head of the queue with every slot held.
     pub pool_exhausted: IntGauge,
-    pub lease_claims: IntCounter,
-    pub lease_losses: IntCounterVec,
-    pub lease_claim_seconds: Histogram,
-    pub lease_renewal_seconds: Histogram,
+}
+
+/// The lease's metrics (both kinds of lease) and the ZooKeeper session's.
+#[derive(Debug)]
+pub struct LeaseMetrics {
+    pub held: IntGauge,
+    pub slot: IntGauge,
+    pub remaining_seconds: prometheus::Gauge,
+    pub renewals: IntCounterVec,
+    pub mark_wait_seconds: Histogram,
+    pub claims: IntCounter,
+    pub losses: IntCounterVec,
+    pub claim_seconds: Histogram,
+    pub renewal_seconds: Histogram,
     pub zk_session_state: IntGaugeVec,
     pub zk_reconnects: IntCounter,
 }
@@ -138,11 +145,53 @@ pub const REFUSAL_REASONS: [&str; 5] = [
 /// store (ZooKeeper, or a static lease's state file) could not be written (unreachable).
 pub const LOSS_REASONS: [&str; 3] = ["expired", "stolen", "unreachable"];
 
-fn reg<T: prometheus::core::Collector + Clone + 'static>(r: &Registry, m: T) -> T {
-    r.register(Box::new(m.clone()))
-        .expect("metric names are unique and valid");
-    m
+/// Registers metrics in one registry; names and label sets are fixed in the code, so a
+/// failure here is a programming error, reported once, here.
+struct Reg<'a>(&'a Registry);
+
+impl Reg<'_> {
+    fn add<T: prometheus::core::Collector + Clone + 'static>(&self, m: prometheus::Result<T>) -> T {
+        let m = m.expect("metric names, help and labels are valid");
+        self.0
+            .register(Box::new(m.clone()))
+            .expect("metric names are unique");
+        m
+    }
+    fn counter(&self, name: &str, help: &str) -> IntCounter {
+        self.add(IntCounter::new(name, help))
+    }
+    fn counters(&self, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+        self.add(IntCounterVec::new(Opts::new(name, help), labels))
+    }
+    fn gauge(&self, name: &str, help: &str) -> IntGauge {
+        self.add(IntGauge::new(name, help))
+    }
+    fn gauges(&self, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+        self.add(IntGaugeVec::new(Opts::new(name, help), labels))
+    }
+    fn histogram(&self, name: &str, help: &str, buckets: &[f64]) -> Histogram {
+        self.add(Histogram::with_opts(
+            HistogramOpts::new(name, help).buckets(buckets.to_vec()),
+        ))
+    }
+    fn histograms(&self, name: &str, help: &str, buckets: &[f64], labels: &[&str]) -> HistogramVec {
+        let opts = HistogramOpts::new(name, help).buckets(buckets.to_vec());
+        self.add(HistogramVec::new(opts, labels))
+    }
 }
+
+const LATENCY_BUCKETS: [f64; 17] = [
+    10e-6, 25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 0.1,
+    0.25, 0.5, 1.0, 2.5,
+];
+const BATCH_BUCKETS: [f64; 8] = [1.0, 2.0, 8.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0];
+const MARK_WAIT_BUCKETS: [f64; 10] = [0.0, 0.001, 0.01, 0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
+const CLAIM_BUCKETS: [f64; 11] = [
+    0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0, 60.0,
+];
+const WRITE_BUCKETS: [f64; 11] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0, 5.0,
+];
 
 impl Metrics {
     /// Registers every metric. Every `idcar_*` series but `idcar_build_info` carries
@@ -153,16 +202,13 @@ impl Metrics {
             ("layout".to_string(), layout.to_string()),
             ("cluster".to_string(), cluster.to_string()),
         ];
-        let r = Registry::new_custom(None, Some(pool_labels.into_iter().collect()))
+        let registry = Registry::new_custom(None, Some(pool_labels.into_iter().collect()))
             .expect("valid constant labels");
         let process = Registry::new();
-        let build = reg(
-            &process,
-            IntGaugeVec::new(
-                Opts::new("idcar_build_info", "The version of this idcar (always 1)"),
-                &["version"],
-            )
-            .unwrap(),
+        let build = Reg(&process).gauges(
+            "idcar_build_info",
+            "The version of this idcar (always 1)",
+            &["version"],
         );
         build.with_label_values(&[env!("CARGO_PKG_VERSION")]).set(1);
         #[cfg(target_os = "linux")]
@@ -171,267 +217,162 @@ impl Metrics {
                 prometheus::process_collector::ProcessCollector::for_self(),
             ))
             .expect("the process collector registers once");
-        let latency_buckets = vec![
-            10e-6, 25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3,
-            0.1, 0.25, 0.5, 1.0, 2.5,
-        ];
-        let requests = reg(
-            &r,
-            IntCounterVec::new(
-                Opts::new(
-                    "idcar_requests_total",
-                    "Requests served, by interface and outcome",
-                ),
-                &["interface", "outcome"],
-            )
-            .unwrap(),
+        let m = Metrics::register(&Reg(&registry), registry.clone(), process);
+        m.start_every_series();
+        m
+    }
+
+    fn register(r: &Reg<'_>, registry: Registry, process: Registry) -> Metrics {
+        let requests = r.counters(
+            "idcar_requests_total",
+            "Requests served, by interface and outcome",
+            &["interface", "outcome"],
         );
-        let latency = reg(
-            &r,
-            HistogramVec::new(
-                HistogramOpts::new(
-                    "idcar_request_duration_seconds",
-                    "Time from a request's arrival to its response, by interface",
-                )
-                .buckets(latency_buckets),
-                &["interface"],
-            )
-            .unwrap(),
+        let latency = r.histograms(
+            "idcar_request_duration_seconds",
+            "Time from a request's arrival to its response, by interface",
+            &LATENCY_BUCKETS,
+            &["interface"],
         );
-        let m = Metrics {
-            ids_issued: reg(
-                &r,
-                IntCounter::new("idcar_ids_issued_total", "IDs handed out to clients").unwrap(),
-            ),
+        Metrics {
+            ids_issued: r.counter("idcar_ids_issued_total", "IDs handed out to clients"),
             requests: std::array::from_fn(|i| {
                 std::array::from_fn(|o| {
-                    requests
-                        .with_label_values(&[Interface::ALL[i].label(), Outcome::ALL[o].label()])
+                    requests.with_label_values(&[Interface::ALL[i].label(), Outcome::ALL[o].label()])
                 })
             }),
-            latency: std::array::from_fn(|i| {
-                latency.with_label_values(&[Interface::ALL[i].label()])
-            }),
-            batch_size: reg(
-                &r,
-                Histogram::with_opts(
-                    HistogramOpts::new("idcar_batch_size", "IDs asked for per request")
-                        .buckets(vec![1.0, 2.0, 8.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0]),
-                )
-                .unwrap(),
+            latency: std::array::from_fn(|i| latency.with_label_values(&[Interface::ALL[i].label()])),
+            batch_size: r.histogram("idcar_batch_size", "IDs asked for per request", &BATCH_BUCKETS),
+            sequence_waits: r.counter(
+                "idcar_sequence_exhausted_waits_total",
+                "Times a tick's sequence was spent and a request waited for the next tick",
             ),
-            sequence_waits: reg(
-                &r,
-                IntCounter::new(
-                    "idcar_sequence_exhausted_waits_total",
-                    "Times a tick's sequence was spent and a request waited for the next tick",
-                )
-                .unwrap(),
+            sequence_overflow_ticks: r.counter(
+                "idcar_sequence_overflow_ticks_total",
+                "Ticks whose sequence range was spent while requests still wanted IDs (sequence overflow: demand above the layout's capacity per tick)",
             ),
-            sequence_overflow_ticks: reg(
-                &r,
-                IntCounter::new(
-                    "idcar_sequence_overflow_ticks_total",
-                    "Ticks whose sequence range was spent while requests still wanted IDs (sequence overflow: demand above the layout's capacity per tick)",
-                )
-                .unwrap(),
+            clock_regressions: r.counter(
+                "idcar_clock_regressions_total",
+                "Times the wall clock was seen stepping back behind the last issued time",
             ),
-            clock_regressions: reg(
-                &r,
-                IntCounter::new(
-                    "idcar_clock_regressions_total",
-                    "Times the wall clock was seen stepping back behind the last issued time",
-                )
-                .unwrap(),
+            refusals: r.counters(
+                "idcar_refusals_total",
+                "Requests refused for lack of a usable lease, by reason",
+                &["reason"],
             ),
-            refusals: reg(
-                &r,
-                IntCounterVec::new(
-                    Opts::new(
-                        "idcar_refusals_total",
-                        "Requests refused for lack of a usable lease, by reason",
-                    ),
-                    &["reason"],
-                )
-                .unwrap(),
+            connections: r.gauges(
+                "idcar_open_connections",
+                "Open client connections on the socket, from accept to close, by interface \
+                 (pending: accepted, protocol not known yet)",
+                &["interface"],
             ),
-            lease_held: reg(
-                &r,
-                IntGauge::new("idcar_lease_held", "1 while a valid lease is held, else 0").unwrap(),
+            connections_closed: r.counters(
+                "idcar_connections_closed_total",
+                "Connections idcar closed, by listener and reason: a deadline passed \
+                 (idle, slow_request, slow_reader) or a newer connection evicted it",
+                &["listener", "reason"],
             ),
-            lease_slot: reg(
-                &r,
-                IntGauge::new(
-                    "idcar_lease_slot",
-                    "The generator ID (slot) held, or -1 when none is held",
-                )
-                .unwrap(),
+            pool_size: r.gauge("idcar_pool_size", "Slots this instance may claim in its cluster"),
+            pool_held: r.gauge(
+                "idcar_pool_slots_held",
+                "Slots held in this cluster by any instance (ZooKeeper mode)",
             ),
-            lease_remaining_seconds: reg(
-                &r,
-                prometheus::Gauge::new(
-                    "idcar_lease_remaining_seconds",
-                    "Seconds until the lease's time mark; IDs stop when it reaches 0",
-                )
-                .unwrap(),
+            pool_waiting: r.gauge(
+                "idcar_pool_contenders_waiting",
+                "Instances queued for a slot in this cluster (ZooKeeper mode)",
             ),
-            lease_renewals: reg(
-                &r,
-                IntCounterVec::new(
-                    Opts::new(
-                        "idcar_lease_renewals_total",
-                        "Lease mark renewals, by result",
-                    ),
-                    &["result"],
-                )
-                .unwrap(),
+            pool_exhausted: r.gauge(
+                "idcar_pool_exhausted",
+                "1 while this instance waits for a slot because every slot is held",
             ),
-            lease_mark_wait_seconds: reg(
-                &r,
-                Histogram::with_opts(
-                    HistogramOpts::new(
-                        "idcar_lease_mark_wait_seconds",
-                        "Time waited after a claim for the clock to pass the slot's mark",
-                    )
-                    .buckets(vec![0.0, 0.001, 0.01, 0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0]),
-                )
-                .unwrap(),
-            ),
-            connections: reg(
-                &r,
-                IntGaugeVec::new(
-                    Opts::new(
-                        "idcar_open_connections",
-                        "Open client connections on the socket, from accept to close, by interface \
-                         (pending: accepted, protocol not known yet)",
-                    ),
-                    &["interface"],
-                )
-                .unwrap(),
-            ),
-            connections_closed: reg(
-                &r,
-                IntCounterVec::new(
-                    Opts::new(
-                        "idcar_connections_closed_total",
-                        "Connections idcar closed, by listener and reason: a deadline passed \
-                         (idle, slow_request, slow_reader) or a newer admin connection evicted it",
-                    ),
-                    &["listener", "reason"],
-                )
-                .unwrap(),
-            ),
-            pool_size: reg(
-                &r,
-                IntGauge::new("idcar_pool_size", "Slots this instance may claim in its cluster").unwrap(),
-            ),
-            pool_held: reg(
-                &r,
-                IntGauge::new(
-                    "idcar_pool_slots_held",
-                    "Slots held in this cluster by any instance (ZooKeeper mode)",
-                )
-                .unwrap(),
-            ),
-            pool_waiting: reg(
-                &r,
-                IntGauge::new(
-                    "idcar_pool_contenders_waiting",
-                    "Instances queued for a slot in this cluster (ZooKeeper mode)",
-                )
-                .unwrap(),
-            ),
-            pool_exhausted: reg(
-                &r,
-                IntGauge::new(
-                    "idcar_pool_exhausted",
-                    "1 while this instance waits for a slot because every slot is held",
-                )
-                .unwrap(),
-            ),
-            lease_claims: reg(
-                &r,
-                IntCounter::new("idcar_lease_claims_total", "Slots claimed").unwrap(),
-            ),
-            lease_losses: reg(
-                &r,
-                IntCounterVec::new(
-                    Opts::new("idcar_lease_losses_total", "Leases lost, by reason"),
-                    &["reason"],
-                )
-                .unwrap(),
-            ),
-            lease_claim_seconds: reg(
-                &r,
-                Histogram::with_opts(
-                    HistogramOpts::new(
-                        "idcar_lease_claim_duration_seconds",
-                        "Time from joining the queue to holding a slot node",
-                    )
-                    .buckets(vec![0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0, 60.0]),
-                )
-                .unwrap(),
-            ),
-            lease_renewal_seconds: reg(
-                &r,
-                Histogram::with_opts(
-                    HistogramOpts::new(
-                        "idcar_lease_renewal_duration_seconds",
-                        "Time taken by one write of the lease's time mark",
-                    )
-                    .buckets(vec![0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0, 5.0]),
-                )
-                .unwrap(),
-            ),
-            zk_session_state: reg(
-                &r,
-                IntGaugeVec::new(
-                    Opts::new("idcar_zk_session_state", "1 for the ZooKeeper session's current state"),
-                    &["state"],
-                )
-                .unwrap(),
-            ),
-            zk_reconnects: reg(
-                &r,
-                IntCounter::new(
-                    "idcar_zk_reconnects_total",
-                    "ZooKeeper reconnections: a session resumed after a disconnect, or a new session",
-                )
-                .unwrap(),
-            ),
-            registry: r,
+            lease: Metrics::lease(r),
+            registry,
             process,
-        };
+        }
+    }
+
+    fn lease(r: &Reg<'_>) -> LeaseMetrics {
+        LeaseMetrics {
+            held: r.gauge("idcar_lease_held", "1 while a valid lease is held, else 0"),
+            slot: r.gauge(
+                "idcar_lease_slot",
+                "The generator ID (slot) held, or -1 when none is held",
+            ),
+            remaining_seconds: r.add(prometheus::Gauge::new(
+                "idcar_lease_remaining_seconds",
+                "Seconds until the lease's time mark; IDs stop when it reaches 0",
+            )),
+            renewals: r.counters(
+                "idcar_lease_renewals_total",
+                "Lease mark renewals, by result",
+                &["result"],
+            ),
+            mark_wait_seconds: r.histogram(
+                "idcar_lease_mark_wait_seconds",
+                "Time waited after a claim for the clock to pass the slot's mark",
+                &MARK_WAIT_BUCKETS,
+            ),
+            claims: r.counter("idcar_lease_claims_total", "Slots claimed"),
+            losses: r.counters(
+                "idcar_lease_losses_total",
+                "Leases lost, by reason",
+                &["reason"],
+            ),
+            claim_seconds: r.histogram(
+                "idcar_lease_claim_duration_seconds",
+                "Time from joining the queue to holding a slot node",
+                &CLAIM_BUCKETS,
+            ),
+            renewal_seconds: r.histogram(
+                "idcar_lease_renewal_duration_seconds",
+                "Time taken by one write of the lease's time mark",
+                &WRITE_BUCKETS,
+            ),
+            zk_session_state: r.gauges(
+                "idcar_zk_session_state",
+                "1 for the ZooKeeper session's current state",
+                &["state"],
+            ),
+            zk_reconnects: r.counter(
+                "idcar_zk_reconnects_total",
+                "ZooKeeper reconnections: a session resumed after a disconnect, or a new session",
+            ),
+        }
+    }
+
+    /// Every labelled series exists from the start, so alerts see zeros, not gaps.
+    fn start_every_series(&self) {
         for reason in LOSS_REASONS {
-            m.lease_losses.with_label_values(&[reason]);
+            self.lease.losses.with_label_values(&[reason]);
         }
-        // Every labelled series exists from the start, so alerts see zeros, not gaps.
         for reason in REFUSAL_REASONS {
-            m.refusals.with_label_values(&[reason]);
+            self.refusals.with_label_values(&[reason]);
         }
-        m.lease_slot.set(-1);
+        self.lease.slot.set(-1);
         for i in ["pending", "http", "binary"] {
-            m.connections.with_label_values(&[i]);
+            self.connections.with_label_values(&[i]);
         }
         for reason in &CLOSE_REASONS[..3] {
-            m.connections_closed.with_label_values(&["socket", reason]);
+            self.connections_closed
+                .with_label_values(&["socket", reason]);
         }
         for reason in CLOSE_REASONS {
-            m.connections_closed.with_label_values(&["admin", reason]);
+            self.connections_closed
+                .with_label_values(&["admin", reason]);
         }
         for state in SESSION_STATES {
-            m.zk_session_state.with_label_values(&[state]);
+            self.lease.zk_session_state.with_label_values(&[state]);
         }
         for result in ["ok", "error"] {
-            m.lease_renewals.with_label_values(&[result]);
+            self.lease.renewals.with_label_values(&[result]);
         }
-        m
     }
 
     /// Sets `idcar_zk_session_state` to `state` (one of [`SESSION_STATES`]).
     pub fn session_state(&self, state: &str) {
         for s in SESSION_STATES {
-            self.zk_session_state
+            self.lease
+                .zk_session_state
                 .with_label_values(&[s])
                 .set(i64::from(s == state));
         }

@@ -4,8 +4,7 @@
 //! the container's configuration, and it never consumes an ID. Blocking std I/O with
 //! deadlines: a probe needs no runtime.
 
-use crate::cli::ProbeArgs;
-use crate::config::{self, UsageError};
+use crate::config::ProbeConfig;
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream};
 use std::process::ExitCode;
@@ -58,41 +57,31 @@ pub fn get(addr: SocketAddr, path: &str, timeout: Duration) -> std::io::Result<(
     Ok((status, body.lines().next().unwrap_or("").trim().to_string()))
 }
 
-/// Runs `idcar probe`: exit 0 when ready (or alive), 1 when not or unreachable.
-pub fn run(a: &ProbeArgs) -> anyhow::Result<ExitCode> {
-    let Some(addr) = config::admin_addr(&a.admin_addr)? else {
-        return Err(UsageError(
-            "the admin listener is off (--admin-addr/IDCAR_ADMIN_ADDR is none): probe has \
-             nothing to ask"
-                .into(),
-        )
-        .into());
-    };
-    if a.timeout.is_zero() || a.timeout > Duration::from_secs(60) {
-        return Err(UsageError("--timeout must be between 1ms and 60s".into()).into());
-    }
-    let (path, what) = if a.live {
+/// Runs `idcar probe`: exit 0 when ready (or alive), 1 when not or unreachable, with a
+/// one-line reason on stdout.
+pub fn run(cfg: &ProbeConfig) -> ExitCode {
+    let (path, what) = if cfg.live {
         ("/healthz", "alive")
     } else {
         ("/readyz", "ready")
     };
-    let to = target(addr);
-    match get(to, path, a.timeout) {
+    let to = target(cfg.admin);
+    match get(to, path, cfg.timeout) {
         Ok((200, _)) => {
             println!("{what}");
-            Ok(ExitCode::SUCCESS)
+            ExitCode::SUCCESS
         }
         Ok((status, reason)) => {
             let reason = reason.strip_prefix("not ready: ").unwrap_or(&reason);
             println!("not {what}: {reason} (HTTP {status} from {to})");
-            Ok(ExitCode::FAILURE)
+            ExitCode::FAILURE
         }
         Err(e) => {
             println!(
                 "not {what}: cannot reach idcar's admin listener at {to} \
                  (--admin-addr/IDCAR_ADMIN_ADDR): {e}"
             );
-            Ok(ExitCode::FAILURE)
+            ExitCode::FAILURE
         }
     }
 }

@@ -7,7 +7,7 @@
 
 use crate::clock::Clock;
 use crate::generator::{Generator, Issued, Refusal, Take};
-use crate::layout::{Ask, Layout, Scheme};
+use crate::layout::{Layout, RequestOptions, Scheme};
 use crate::lease::LeaseState;
 use crate::metrics::Metrics;
 use crate::timer::Timer;
@@ -132,9 +132,10 @@ impl Service {
             let state = rx.borrow_and_update().clone();
             let window = state.window();
             self.generator().set_window(window);
-            self.metrics.lease_held.set(i64::from(window.is_some()));
+            self.metrics.lease.held.set(i64::from(window.is_some()));
             self.metrics
-                .lease_slot
+                .lease
+                .slot
                 .set(window.map_or(-1, |w| i64::from(w.slot)));
             if rx.changed().await.is_err() {
                 return;
@@ -192,7 +193,12 @@ impl Service {
     ///
     /// A transaction (`ask.transaction`) takes a single `(tick, sequence)` for the whole
     /// request and the layout packs all `count` IDs from it.
-    pub async fn issue(&self, count: u64, ask: &Ask, out: &mut Vec<u8>) -> Result<(), IssueError> {
+    pub async fn issue(
+        &self,
+        count: u64,
+        ask: &RequestOptions,
+        out: &mut Vec<u8>,
+    ) -> Result<(), IssueError> {
         let max = self.limits.max_batch;
         if count == 0 || count > u64::from(max) {
             return Err(IssueError::BadCount { count, max });
@@ -375,7 +381,7 @@ mod tests {
         tokio::spawn(svc.clone().follow_lease());
         let mut out = Vec::new();
         assert_eq!(
-            svc.issue(1, &Ask::default(), &mut out).await,
+            svc.issue(1, &RequestOptions::default(), &mut out).await,
             Err(IssueError::Refused(Refusal::NoLease))
         );
         assert!(svc.ready().is_err());
@@ -387,17 +393,22 @@ mod tests {
         })
         .await
         .unwrap();
-        svc.issue(10, &Ask::default(), &mut out).await.unwrap();
+        svc.issue(10, &RequestOptions::default(), &mut out)
+            .await
+            .unwrap();
         assert_eq!(out.len(), 80);
         assert!(!svc
-            .issue(0, &Ask::default(), &mut out)
+            .issue(0, &RequestOptions::default(), &mut out)
             .await
             .unwrap_err()
             .is_unavailable());
-        assert!(svc.issue(1_001, &Ask::default(), &mut out).await.is_err());
+        assert!(svc
+            .issue(1_001, &RequestOptions::default(), &mut out)
+            .await
+            .is_err());
         clock.set(2_001 * 1_000_000);
         assert_eq!(
-            svc.issue(1, &Ask::default(), &mut out).await,
+            svc.issue(1, &RequestOptions::default(), &mut out).await,
             Err(IssueError::Refused(Refusal::MarkReached { mark: 2_000 }))
         );
         assert_eq!(
@@ -415,7 +426,9 @@ mod tests {
         let clock = Arc::new(ManualClock::new(1_000 * 1_000_000));
         let (svc, _tx) = service(clock, Some(win(0, 2_000)));
         let mut out = Vec::new();
-        svc.issue(64, &Ask::default(), &mut out).await.unwrap();
+        svc.issue(64, &RequestOptions::default(), &mut out)
+            .await
+            .unwrap();
         let svc2 = Arc::new(Service {
             limits: Limits {
                 max_batch: 1_000,
@@ -423,7 +436,10 @@ mod tests {
             },
             ..Arc::into_inner(svc).unwrap()
         });
-        let e = svc2.issue(1, &Ask::default(), &mut out).await.unwrap_err();
+        let e = svc2
+            .issue(1, &RequestOptions::default(), &mut out)
+            .await
+            .unwrap_err();
         assert_eq!(e, IssueError::TimedOut(Duration::from_millis(50)));
         assert!(svc2.metrics.sequence_waits.get() >= 1);
     }
@@ -457,7 +473,7 @@ mod sno80_tests {
         };
         let metrics = Arc::new(Metrics::new("sno80", 0));
         let svc = Service::new(layout, clock.clone(), metrics, rx, limits).unwrap();
-        let ask = Ask {
+        let ask = RequestOptions {
             meta: Some(9),
             transaction: false,
         };

@@ -242,7 +242,7 @@ async fn sno80_static_end_to_end() {
     let layout = idcar::layout::by_name("sno80", Default::default()).unwrap();
     let start = now_ms();
     let mut b = a.binary().await;
-    let ask = idcar::layout::Ask {
+    let ask = idcar::layout::RequestOptions {
         meta: Some(7),
         transaction: false,
     };
@@ -393,7 +393,7 @@ async fn muid128_static_end_to_end() {
     // Within the lead of 1 ms ahead of the wall clock.
     assert!(last <= (now_ms() + 2) * 1_000, "{last}");
     let mut b = a.binary().await;
-    let tx = idcar::layout::Ask {
+    let tx = idcar::layout::RequestOptions {
         meta: None,
         transaction: true,
     };

@@ -62,34 +62,6 @@ fn pool(zk: &Zk, c: u8) -> serde_json::Value {
     v[0].clone()
 }
 
-/// Asks for IDs until `until` passes, counting refusals; bounded by the deadline.
-async fn hammer(idcar: &Idcar, until: Instant) -> (Vec<u64>, usize) {
-    let mut ids = Vec::new();
-    let mut refused = 0;
-    let mut b = idcar.binary().await;
-    while Instant::now() < until {
-        match b.ids(10).await {
-            Ok(got) => ids.extend(
-                got.iter()
-                    .map(|id| u64::from_be_bytes(id.try_into().unwrap())),
-            ),
-            Err(_) => {
-                refused += 1;
-                b = idcar.binary().await;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    (ids, refused)
-}
-
-fn assert_unique(all: &[u64]) {
-    let mut seen = HashSet::new();
-    for id in all {
-        assert!(seen.insert(id), "duplicate ID {id:016x}");
-    }
-}
-
 /// Claim, serve, release: the mark is written down to the highest issued timestamp and the
 /// successor on the same slot waits (almost) nothing, then issues only later timestamps.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

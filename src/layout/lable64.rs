@@ -13,7 +13,9 @@
 //!   digits are `hex` (so a 16-digit decimal must be parsed with `dec` named), other digit
 //!   strings are `dec`.
 
-use super::{be_u64, Ask, Layout, LayoutError, Run, Scheme, TextForm};
+use super::{
+    be_u64, BuildError, Layout, LayoutError, Param, RequestOptions, Run, Scheme, TextForm,
+};
 use serde_json::{Map, Value};
 
 const TIME_BITS: u32 = 42;
@@ -79,6 +81,16 @@ fn pack(ts: u64, seq: u64, generator: u64, cluster: u64) -> u64 {
 pub struct Lable64 {
     cluster: u8,
 }
+
+/// lable64's line in the registry.
+pub const ENTRY: super::Entry = super::Entry {
+    name: "lable64",
+    params: &[Param::Cluster],
+    build: |p| {
+        let l = Lable64::new(p.cluster).map_err(|e| BuildError::param(Param::Cluster, e))?;
+        Ok(Box::new(l))
+    },
+};
 
 impl Lable64 {
     pub fn new(cluster: u8) -> Result<Lable64, LayoutError> {
@@ -175,7 +187,7 @@ impl Layout for Lable64 {
         matches!(form, TextForm::Hex | TextForm::Dec | TextForm::I64)
     }
 
-    fn pack_run(&self, run: &Run, _ask: &Ask, _count: u32, out: &mut Vec<u8>) {
+    fn pack_run(&self, run: &Run, _ask: &RequestOptions, _count: u32, out: &mut Vec<u8>) {
         // Everything but the sequence is the same for the whole run: pack it once.
         let base = pack(run.tick, 0, u64::from(run.slot), u64::from(self.cluster));
         if run.len == 1 {
@@ -293,7 +305,7 @@ mod tests {
                 timeline: 0,
             };
             let mut out = Vec::new();
-            l.pack_run(&run, &Ask::default(), 1, &mut out);
+            l.pack_run(&run, &RequestOptions::default(), 1, &mut out);
             assert_eq!(out, id.to_be_bytes());
         }
     }
@@ -408,7 +420,7 @@ mod tests {
             let l = Lable64::new(f.cluster).unwrap();
             let seq = u32::from(f.sequence).min(64 - len);
             let mut out = Vec::new();
-            l.pack_run(&Run { tick: f.timestamp_ms, seq, len, slot: f.generator.into(), timeline: 0 }, &Ask::default(), len, &mut out);
+            l.pack_run(&Run { tick: f.timestamp_ms, seq, len, slot: f.generator.into(), timeline: 0 }, &RequestOptions::default(), len, &mut out);
             prop_assert_eq!(out.len(), len as usize * 8);
             for (i, chunk) in out.chunks(8).enumerate() {
                 let got = Fields::unpack(be_u64(chunk).unwrap()).unwrap();

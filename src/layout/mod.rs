@@ -90,7 +90,7 @@ pub struct Run {
 /// Per-request options. Each layout says which it honours ([`Layout::check`]); the rest are
 /// refused with a clear error rather than ignored.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Ask {
+pub struct RequestOptions {
     /// sno80's metabyte (0 when not given).
     pub meta: Option<u8>,
     /// The IDs of one transaction (muid128): the whole request shares one tick and sequence
@@ -225,7 +225,7 @@ pub trait Layout: Send + Sync + std::fmt::Debug {
         false
     }
     /// Refuses request options this layout does not honour. The default honours none.
-    fn check(&self, ask: &Ask) -> Result<(), LayoutError> {
+    fn check(&self, ask: &RequestOptions) -> Result<(), LayoutError> {
         if ask.meta.is_some() {
             return Err(LayoutError::UnsupportedOption {
                 option: "meta",
@@ -242,7 +242,7 @@ pub trait Layout: Send + Sync + std::fmt::Debug {
     }
     /// Appends the binary form of every ID in `run` to `out` (`run.len * width` bytes). For a
     /// transaction `run.len` is 1 and `count` IDs are appended; otherwise `count == run.len`.
-    fn pack_run(&self, run: &Run, ask: &Ask, count: u32, out: &mut Vec<u8>);
+    fn pack_run(&self, run: &Run, ask: &RequestOptions, count: u32, out: &mut Vec<u8>);
     /// Appends the text form of one binary ID to `out`. `id` is `width` bytes.
     fn format(&self, id: &[u8], form: TextForm, out: &mut String) -> Result<(), LayoutError>;
     /// Parses ID text into its binary form; `form` `None` guesses from the text's shape.
@@ -252,7 +252,58 @@ pub trait Layout: Send + Sync + std::fmt::Debug {
 }
 
 /// Every layout name idcar knows, in the order the CLI lists them.
-pub const NAMES: &[&str] = &["lable64", "ugd60", "si53", "sno80", "muid128"];
+/// A parameter that shapes a layout's ID space (besides the slot), named so configuration
+/// can point the user at the flag that sets it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Param {
+    Cluster,
+    BaseClock,
+    MidBits,
+    SequenceMin,
+    SequenceMax,
+    MedallionBase,
+}
+
+/// Why a layout could not be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BuildError {
+    #[error("unknown layout {name:?} (known: {known})")]
+    UnknownLayout { name: String, known: String },
+    /// `param`'s value is not one this layout can use.
+    #[error("{why}")]
+    Param { param: Param, why: String },
+}
+
+impl BuildError {
+    pub fn param(param: Param, why: impl std::fmt::Display) -> BuildError {
+        BuildError::Param {
+            param,
+            why: why.to_string(),
+        }
+    }
+}
+
+/// A layout's line in the registry: its name, the parameters it reads, and how to build it.
+/// Decoding and text-form guessing are methods of the built [`Layout`].
+pub struct Entry {
+    pub name: &'static str,
+    pub params: &'static [Param],
+    pub build: fn(&LayoutParams) -> Result<Box<dyn Layout>, BuildError>,
+}
+
+/// Every layout idcar knows. Adding one is a new file with its `ENTRY` and a line here.
+pub const LAYOUTS: &[Entry] = &[
+    lable64::ENTRY,
+    ugd60::ENTRY,
+    si53::ENTRY,
+    sno80::ENTRY,
+    muid128::ENTRY,
+];
+
+/// The names of every layout, in registry order.
+pub fn names() -> impl Iterator<Item = &'static str> {
+    LAYOUTS.iter().map(|e| e.name)
+}
 
 /// Static configuration a layout may need.
 #[derive(Clone, Copy, Debug)]
@@ -268,6 +319,9 @@ pub struct LayoutParams {
     pub sequence_max: u16,
     /// muid128's first medallion (slot N is `medallion_base + N`).
     pub medallion_base: u64,
+    /// Random bits for layouts that put randomness in IDs (ugd60), injected so layouts stay
+    /// pure: [`crate::clock::os_random`] in production, anything repeatable in tests.
+    pub entropy: fn() -> u64,
 }
 
 impl Default for LayoutParams {
@@ -279,36 +333,32 @@ impl Default for LayoutParams {
             sequence_min: 0,
             sequence_max: u16::MAX,
             medallion_base: muid128::MEDALLION_BASE,
+            entropy: crate::clock::os_random,
         }
     }
 }
 
-/// Builds the layout called `name`, or says which names exist.
-pub fn by_name(name: &str, params: LayoutParams) -> Result<Box<dyn Layout>, String> {
-    match name {
-        "lable64" => Lable64::new(params.cluster)
-            .map(|l| Box::new(l) as Box<dyn Layout>)
-            .map_err(|e| e.to_string()),
-        "ugd60" => Ok(Box::new(Ugd60)),
-        "si53" => Si53::new(params.base_clock_ms, params.mid_bits)
-            .map(|l| Box::new(l) as Box<dyn Layout>)
-            .map_err(|e| e.to_string()),
-        "muid128" if !params.medallion_base.is_multiple_of(1 << 32) => Err(format!(
-            "--medallion-base {:#x} must be a multiple of 0x100000000 (2^32, the pool's size), so \
-             pools with different bases never overlap",
-            params.medallion_base
-        )),
-        "muid128" => Muid128::new(params.medallion_base)
-            .map(|l| Box::new(l) as Box<dyn Layout>)
-            .map_err(|e| format!("--medallion-base: {e}")),
-        "sno80" => Sno80::new(params.sequence_min, params.sequence_max)
-            .map(|l| Box::new(l) as Box<dyn Layout>)
-            .map_err(|e| e.to_string()),
-        other => Err(format!(
-            "unknown layout {other:?} (known: {})",
-            NAMES.join(", ")
-        )),
+/// Builds the layout called `name` from the registry.
+pub fn by_name(name: &str, params: LayoutParams) -> Result<Box<dyn Layout>, BuildError> {
+    match LAYOUTS.iter().find(|e| e.name == name) {
+        Some(e) => (e.build)(&params),
+        None => Err(BuildError::UnknownLayout {
+            name: name.to_string(),
+            known: names().collect::<Vec<_>>().join(", "),
+        }),
     }
+}
+
+/// Why [`guess`] found no single layout for a text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GuessError {
+    #[error("{text:?} is not an ID of any layout ({known})")]
+    NoFit { text: String, known: String },
+    #[error("{text:?} could be an ID of {}", candidates.join(" or "))]
+    Ambiguous {
+        text: String,
+        candidates: Vec<&'static str>,
+    },
 }
 
 /// Finds the layout `text` belongs to, from its shape: every layout tries to parse it (with
@@ -318,10 +368,10 @@ pub fn guess(
     text: &str,
     form: Option<TextForm>,
     params: LayoutParams,
-) -> Result<(Box<dyn Layout>, Vec<u8>), String> {
+) -> Result<(Box<dyn Layout>, Vec<u8>), GuessError> {
     let mut fits = Vec::new();
-    for name in NAMES {
-        let Ok(layout) = by_name(name, params) else {
+    for entry in LAYOUTS {
+        let Ok(layout) = (entry.build)(&params) else {
             continue;
         };
         if let Ok(raw) = layout.parse(text, form) {
@@ -330,17 +380,14 @@ pub fn guess(
     }
     match fits.len() {
         1 => Ok(fits.pop().expect("one fit")),
-        0 => Err(format!(
-            "{text:?} is not an ID of any layout ({}); pass --layout to see why",
-            NAMES.join(", ")
-        )),
-        _ => Err(format!(
-            "{text:?} could be an ID of {}; pass --layout to choose",
-            fits.iter()
-                .map(|(l, _)| l.name())
-                .collect::<Vec<_>>()
-                .join(" or ")
-        )),
+        0 => Err(GuessError::NoFit {
+            text: text.to_string(),
+            known: names().collect::<Vec<_>>().join(", "),
+        }),
+        _ => Err(GuessError::Ambiguous {
+            text: text.to_string(),
+            candidates: fits.iter().map(|(l, _)| l.name()).collect(),
+        }),
     }
 }
 

@@ -10,7 +10,7 @@
 //!   picks medallions at random in that range; idcar leases them instead, which makes them
 //!   unique among idcar instances (a node choosing at random may still land in the pool).
 //! - `offset`: 32 bits, two's complement, decoded signed. A plain muid has offset 0 (the
-//!   sequence number, which is always 0); the IDs of one transaction (`Ask::transaction`)
+//!   sequence number, which is always 0); the IDs of one transaction (`RequestOptions::transaction`)
 //!   share a timestamp and medallion and take offsets `1..=count`. Offset 0 names the
 //!   transaction itself, as in the seed. Negative offsets are allowed (the seed uses them for
 //!   references within a transaction) and, as in the packed form, sort after positive ones.
@@ -42,7 +42,7 @@
 //!   `-2^31..2^32` (a value from `2^31` up is read as its two's complement, as the reference
 //!   does) and refuses the rest.
 
-use super::{Ask, Layout, LayoutError, Run, Scheme, TextForm};
+use super::{BuildError, Layout, LayoutError, Param, RequestOptions, Run, Scheme, TextForm};
 use serde_json::{Map, Value};
 use std::fmt::Write;
 
@@ -213,6 +213,28 @@ impl Default for Muid128 {
     }
 }
 
+/// muid128's line in the registry. Bases are multiples of 2^32 (a pool's size), so pools
+/// with different bases are equal or disjoint, never overlapping.
+pub const ENTRY: super::Entry = super::Entry {
+    name: "muid128",
+    params: &[Param::MedallionBase],
+    build: |p| {
+        if !p.medallion_base.is_multiple_of(1 << 32) {
+            return Err(BuildError::param(
+                Param::MedallionBase,
+                format!(
+                    "medallion base {:#x} must be a multiple of 0x100000000 (2^32, the pool's \
+                     size), so pools with different bases never overlap",
+                    p.medallion_base
+                ),
+            ));
+        }
+        let l = Muid128::new(p.medallion_base)
+            .map_err(|e| BuildError::param(Param::MedallionBase, e))?;
+        Ok(Box::new(l))
+    },
+};
+
 impl Muid128 {
     /// A pool starting at `medallion_base` (1 to [`MAX_MEDALLION_BASE`]): medallion 0 is what
     /// the short text forms stand for, and `2^44 - 1` is the reference's `-1`.
@@ -272,7 +294,7 @@ impl Layout for Muid128 {
         matches!(form, TextForm::Muid | TextForm::Hex)
     }
 
-    fn check(&self, ask: &Ask) -> Result<(), LayoutError> {
+    fn check(&self, ask: &RequestOptions) -> Result<(), LayoutError> {
         if ask.meta.is_some() {
             return Err(LayoutError::UnsupportedOption {
                 option: "meta",
@@ -282,7 +304,7 @@ impl Layout for Muid128 {
         Ok(())
     }
 
-    fn pack_run(&self, run: &Run, ask: &Ask, count: u32, out: &mut Vec<u8>) {
+    fn pack_run(&self, run: &Run, ask: &RequestOptions, count: u32, out: &mut Vec<u8>) {
         debug_assert!(run.tick <= MAX_TIMESTAMP, "the generator keeps to max_tick");
         let base = pack(run.tick, self.medallion(run.slot), 0);
         if ask.transaction {

@@ -16,7 +16,9 @@
 //! - Decoded fields are named as the seed names them: `MAB`, `MID`, `UIN` (plus
 //!   `timestamp_ms` and `time`).
 
-use super::{be_u64, Ask, Layout, LayoutError, Run, Scheme, TextForm};
+use super::{
+    be_u64, BuildError, Layout, LayoutError, Param, RequestOptions, Run, Scheme, TextForm,
+};
 use serde_json::{Map, Value};
 
 /// The largest safe JavaScript integer.
@@ -33,6 +35,21 @@ pub struct Si53 {
     clock_bits: u32,
     mid_bits: u32,
 }
+
+/// si53's line in the registry.
+pub const ENTRY: super::Entry = super::Entry {
+    name: "si53",
+    params: &[Param::BaseClock, Param::MidBits],
+    build: |p| {
+        let param = if p.base_clock_ms <= MIN_BASE_EXCLUSIVE {
+            Param::BaseClock
+        } else {
+            Param::MidBits
+        };
+        let l = Si53::new(p.base_clock_ms, p.mid_bits).map_err(|e| BuildError::param(param, e))?;
+        Ok(Box::new(l))
+    },
+};
 
 impl Si53 {
     /// The seed's layout: a 40-bit clock and `mid_bits` (0-13) machine-ID bits.
@@ -136,7 +153,7 @@ impl Layout for Si53 {
         form == TextForm::Dec
     }
 
-    fn pack_run(&self, run: &Run, _ask: &Ask, _count: u32, out: &mut Vec<u8>) {
+    fn pack_run(&self, run: &Run, _ask: &RequestOptions, _count: u32, out: &mut Vec<u8>) {
         let base = run.tick << self.low_bits() | u64::from(run.slot) << self.uin_bits();
         out.reserve(run.len as usize * 8);
         for seq in run.seq..run.seq + run.len {
@@ -245,7 +262,7 @@ mod tests {
                         slot: mid as u32,
                         timeline: 0,
                     },
-                    &Ask::default(),
+                    &RequestOptions::default(),
                     1,
                     &mut out,
                 );

@@ -33,7 +33,7 @@
 //! - IDs always carry the generator's time: the reference's `NewWithTime` (a caller's time,
 //!   its own wrapping sequence, no tick-tock) has no counterpart.
 
-use super::{Ask, Layout, LayoutError, Run, Scheme, TextForm};
+use super::{BuildError, Layout, LayoutError, Param, RequestOptions, Run, Scheme, TextForm};
 use serde_json::{Map, Value};
 
 /// 2010-01-01T00:00:00Z in Unix seconds: the reference's epoch.
@@ -185,22 +185,37 @@ pub struct Sno80 {
     seq_max: u16,
 }
 
+/// sno80's line in the registry.
+pub const ENTRY: super::Entry = super::Entry {
+    name: "sno80",
+    params: &[Param::SequenceMin, Param::SequenceMax],
+    build: |p| {
+        let param = if p.sequence_min > p.sequence_max {
+            Param::SequenceMin
+        } else {
+            Param::SequenceMax
+        };
+        let l =
+            Sno80::new(p.sequence_min, p.sequence_max).map_err(|e| BuildError::param(param, e))?;
+        Ok(Box::new(l))
+    },
+};
+
 impl Sno80 {
     /// Checks the bounds as the reference does (see the module doc for where idcar is
     /// stricter): in order, and a pool of at least [`MIN_SEQUENCE_POOL`].
     pub fn new(seq_min: u16, seq_max: u16) -> Result<Sno80, LayoutError> {
         if seq_min > seq_max {
             return Err(LayoutError::Invalid(format!(
-                "--sequence-min {seq_min} is above --sequence-max {seq_max} \
+                "the lowest sequence number {seq_min} is above the highest {seq_max} \
                  (the bounds are inclusive and must be given in order)"
             )));
         }
         let pool = u32::from(seq_max - seq_min) + 1;
         if pool < MIN_SEQUENCE_POOL {
             return Err(LayoutError::Invalid(format!(
-                "--sequence-min {seq_min} and --sequence-max {seq_max} leave {pool} \
-                 sequences per 4 ms; sno needs at least {MIN_SEQUENCE_POOL} \
-                 (--sequence-max - --sequence-min >= {})",
+                "sequence numbers {seq_min} to {seq_max} leave {pool} per 4 ms; sno needs at \
+                 least {MIN_SEQUENCE_POOL} (highest - lowest >= {})",
                 MIN_SEQUENCE_POOL - 1
             )));
         }
@@ -256,7 +271,7 @@ impl Layout for Sno80 {
         matches!(form, TextForm::B32 | TextForm::Hex)
     }
 
-    fn check(&self, ask: &Ask) -> Result<(), LayoutError> {
+    fn check(&self, ask: &RequestOptions) -> Result<(), LayoutError> {
         if ask.transaction {
             return Err(LayoutError::UnsupportedOption {
                 option: "transaction",
@@ -266,7 +281,7 @@ impl Layout for Sno80 {
         Ok(())
     }
 
-    fn pack_run(&self, run: &Run, ask: &Ask, count: u32, out: &mut Vec<u8>) {
+    fn pack_run(&self, run: &Run, ask: &RequestOptions, count: u32, out: &mut Vec<u8>) {
         debug_assert_eq!(count, run.len, "sno80 has no transactions");
         debug_assert!(run.tick <= MAX_UNITS && run.timeline <= 1 && run.slot <= 0xffff);
         debug_assert!(run.seq + run.len <= 1 << 16);

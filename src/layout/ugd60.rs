@@ -15,7 +15,7 @@
 //! (3600 s) is what the lease provides: the worker ID is held only while the lease is valid,
 //! renewed in the background, and fenced by its time mark (see the README).
 
-use super::{be_u64, Ask, Layout, LayoutError, Run, Scheme, TextForm};
+use super::{be_u64, Layout, LayoutError, RequestOptions, Run, Scheme, TextForm};
 use serde_json::{Map, Value};
 
 const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
@@ -90,9 +90,31 @@ pub fn from_display(text: &str) -> Result<u64, LayoutError> {
     Ok(u64::from(ts) << 28 | (v & LOW28))
 }
 
-/// The ugd60 layout.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Ugd60;
+/// ugd60's line in the registry.
+pub const ENTRY: super::Entry = super::Entry {
+    name: "ugd60",
+    params: &[],
+    build: |p| Ok(Box::new(Ugd60 { entropy: p.entropy })),
+};
+
+/// The ugd60 layout; its 9 random bits per ID come from the injected `entropy`.
+pub struct Ugd60 {
+    entropy: fn() -> u64,
+}
+
+impl Default for Ugd60 {
+    fn default() -> Ugd60 {
+        Ugd60 {
+            entropy: crate::clock::os_random,
+        }
+    }
+}
+
+impl std::fmt::Debug for Ugd60 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Ugd60")
+    }
+}
 
 fn value_of(bytes: &[u8]) -> Result<u64, LayoutError> {
     let v = be_u64(bytes)?;
@@ -136,13 +158,11 @@ impl Layout for Ugd60 {
         matches!(form, TextForm::B64 | TextForm::Hex | TextForm::Dec)
     }
 
-    fn pack_run(&self, run: &Run, _ask: &Ask, _count: u32, out: &mut Vec<u8>) {
-        use rand::Rng;
+    fn pack_run(&self, run: &Run, _ask: &RequestOptions, _count: u32, out: &mut Vec<u8>) {
         let base = run.tick << 28 | u64::from(run.slot) << 19;
-        let mut rng = rand::rng();
         out.reserve(run.len as usize * 8);
         for seq in run.seq..run.seq + run.len {
-            let random: u64 = rng.random_range(0..512);
+            let random = (self.entropy)() & 0x1ff;
             out.extend_from_slice(&(base | u64::from(seq) << 9 | random).to_be_bytes());
         }
     }
@@ -225,7 +245,7 @@ mod tests {
         let mut checked = 0;
         for v in super::super::vector_lines(include_str!("../../tests/vectors/ugd60.jsonl")) {
             let line = v.to_string();
-            let l = Ugd60;
+            let l = Ugd60::default();
             if let Some(ts) = v["timestamp_s"].as_u64() {
                 let f = Fields {
                     timestamp_s: ts as u32,
@@ -274,9 +294,29 @@ mod tests {
     }
 
     #[test]
+    fn random_bits_come_from_the_injected_entropy() {
+        let layout = Ugd60 {
+            entropy: || 0xffff_ffff_ffff_fe5a,
+        };
+        let run = Run {
+            tick: 7,
+            seq: 3,
+            len: 2,
+            slot: 9,
+            timeline: 0,
+        };
+        let mut out = Vec::new();
+        layout.pack_run(&run, &RequestOptions::default(), 2, &mut out);
+        for (i, id) in out.chunks_exact(8).enumerate() {
+            let v = u64::from_be_bytes(id.try_into().unwrap());
+            assert_eq!(v, 7 << 28 | 9 << 19 | (3 + i as u64) << 9 | 0x05a);
+        }
+    }
+
+    #[test]
     fn pack_run_has_fields_and_nine_random_bits() {
         let mut out = Vec::new();
-        Ugd60.pack_run(
+        Ugd60::default().pack_run(
             &Run {
                 tick: 1234,
                 seq: 10,
@@ -284,7 +324,7 @@ mod tests {
                 slot: 77,
                 timeline: 0,
             },
-            &Ask::default(),
+            &RequestOptions::default(),
             200,
             &mut out,
         );
@@ -308,7 +348,11 @@ mod tests {
             ("1152921504606846976", Some(TextForm::Dec), "out_of_range"),
             ("x", Some(TextForm::I64), "unsupported_form"),
         ] {
-            assert_eq!(Ugd60.parse(text, form).unwrap_err().kind(), kind, "{text}");
+            assert_eq!(
+                Ugd60::default().parse(text, form).unwrap_err().kind(),
+                kind,
+                "{text}"
+            );
         }
     }
 
@@ -319,15 +363,15 @@ mod tests {
             let s = f.pack().unwrap();
             for form in [TextForm::B64, TextForm::Hex, TextForm::Dec] {
                 let mut t = String::new();
-                Ugd60.format(&s.to_be_bytes(), form, &mut t).unwrap();
-                prop_assert_eq!(Ugd60.parse(&t, Some(form)).unwrap(), s.to_be_bytes().to_vec());
+                Ugd60::default().format(&s.to_be_bytes(), form, &mut t).unwrap();
+                prop_assert_eq!(Ugd60::default().parse(&t, Some(form)).unwrap(), s.to_be_bytes().to_vec());
             }
             prop_assert_eq!(from_display(&to_display(s)).unwrap(), s);
         }
 
         #[test]
         fn arbitrary_text_never_panics(t in "\\PC{0,16}") {
-            let _ = Ugd60.parse(&t, None);
+            let _ = Ugd60::default().parse(&t, None);
         }
     }
 }

@@ -103,8 +103,20 @@ async fn maintain(
     floor: u64,
     mut release: oneshot::Receiver<Option<Issued>>,
 ) -> Result<(), LeaseError> {
-    // Wait until the clock has passed the stored mark; the bound was checked in `start`, and
-    // re-checked here in case the clock moves back while we wait.
+    if let Some(done) = wait_for_clock(&ctx, floor, &mut release).await {
+        return done;
+    }
+    renew(&ctx, floor, &mut release).await
+}
+
+/// Waits until the clock has passed the stored mark; the bound was checked in `start`, and is
+/// re-checked here in case the clock moves back while we wait. `Some` when the lease ended
+/// meanwhile (released, or the clock too far behind).
+async fn wait_for_clock(
+    ctx: &Ctx,
+    floor: u64,
+    release: &mut oneshot::Receiver<Option<Issued>>,
+) -> Option<Result<(), LeaseError>> {
     let started = Instant::now();
     loop {
         let wait = ctx.wait_past(floor);
@@ -120,7 +132,7 @@ async fn maintain(
             ctx.tx.send_replace(LeaseState::Failed {
                 reason: e.to_string(),
             });
-            return Err(e);
+            return Some(Err(e));
         }
         tracing::info!(
             wait_ms = wait.as_millis() as u64,
@@ -132,13 +144,25 @@ async fn maintain(
         });
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
-            highest = &mut release => return release_now(&ctx, floor, highest.ok().flatten()).await,
+            highest = &mut *release => {
+                return Some(release_now(ctx, floor, highest.ok().flatten()).await);
+            }
         }
     }
     ctx.metrics
-        .lease_mark_wait_seconds
+        .lease
+        .mark_wait_seconds
         .observe(started.elapsed().as_secs_f64());
+    None
+}
 
+/// Writes `max(mark, now + horizon)` every `renew_every` (backing off on errors), publishing
+/// the lease; counts a loss when the mark runs out unrenewed; releases when asked.
+async fn renew(
+    ctx: &Ctx,
+    floor: u64,
+    release: &mut oneshot::Receiver<Option<Issued>>,
+) -> Result<(), LeaseError> {
     let horizon = ctx.scheme.ticks_in(ctx.cfg.horizon);
     let mut mark = floor;
     let mut held = false;
@@ -151,10 +175,11 @@ async fn maintain(
         let next = match ctx.write(want).await {
             Ok(()) => {
                 ctx.metrics
-                    .lease_renewal_seconds
+                    .lease
+                    .renewal_seconds
                     .observe(t.elapsed().as_secs_f64());
                 mark = want;
-                ctx.metrics.lease_renewals.with_label_values(&["ok"]).inc();
+                ctx.metrics.lease.renewals.with_label_values(&["ok"]).inc();
                 let w = Window {
                     slot: ctx.cfg.slot,
                     floor,
@@ -173,7 +198,8 @@ async fn maintain(
             Err(e) => {
                 // Keep serving up to the mark already written; the generator stops there.
                 ctx.metrics
-                    .lease_renewals
+                    .lease
+                    .renewals
                     .with_label_values(&["error"])
                     .inc();
                 tracing::warn!(error = %e, mark, "could not renew the time mark");
@@ -181,7 +207,8 @@ async fn maintain(
                     // The mark ran out: the generator has stopped; say so and count it.
                     lapsed = true;
                     ctx.metrics
-                        .lease_losses
+                        .lease
+                        .losses
                         .with_label_values(&["unreachable"])
                         .inc();
                     tracing::error!(error = %e, mark, "lease lost: the time mark ran out and the state file cannot be written");
@@ -203,8 +230,8 @@ async fn maintain(
         };
         tokio::select! {
             _ = tokio::time::sleep(next) => {}
-            highest = &mut release => {
-                return release_now(&ctx, floor, highest.ok().flatten()).await;
+            highest = &mut *release => {
+                return release_now(ctx, floor, highest.ok().flatten()).await;
             }
         }
     }

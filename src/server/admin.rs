@@ -15,7 +15,8 @@ pub async fn handle<B>(
     let (status, ctype, body) = match req.uri().path() {
         "/metrics" => {
             svc.metrics()
-                .lease_remaining_seconds
+                .lease
+                .remaining_seconds
                 .set(svc.lease_remaining());
             (
                 StatusCode::OK,

@@ -41,7 +41,7 @@ pub const FLAG_META: u8 = 0x01;
 /// Flag bit: the IDs of one transaction.
 pub const FLAG_TRANSACTION: u8 = 0x02;
 
-use crate::layout::Ask;
+use crate::layout::RequestOptions;
 pub const REQUEST_HEADER: usize = 4;
 pub const RESPONSE_HEADER: usize = 8;
 /// Larger request payloads are refused and the connection closed.
@@ -70,7 +70,7 @@ impl Status {
 /// A parsed request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Request {
-    GetIds { count: u32, ask: Ask },
+    GetIds { count: u32, ask: RequestOptions },
 }
 
 /// A request that could not be understood.
@@ -120,7 +120,7 @@ pub fn parse_request(buf: &[u8]) -> Result<Option<(Request, usize)>, FrameError>
                 )));
             }
             let count = u32::from_be_bytes([payload[0], payload[1], payload[2], payload[3]]);
-            let mut ask = Ask::default();
+            let mut ask = RequestOptions::default();
             if len == 8 {
                 let (flags, meta) = (payload[4], payload[5]);
                 if flags & !(FLAG_META | FLAG_TRANSACTION) != 0 {
@@ -139,8 +139,8 @@ pub fn parse_request(buf: &[u8]) -> Result<Option<(Request, usize)>, FrameError>
 }
 
 /// Appends a get-IDs request (the short 4-byte form when no option is set).
-pub fn encode_get_ids(count: u32, ask: &Ask, out: &mut Vec<u8>) {
-    let long = *ask != Ask::default();
+pub fn encode_get_ids(count: u32, ask: &RequestOptions, out: &mut Vec<u8>) {
+    let long = *ask != RequestOptions::default();
     out.extend_from_slice(&[MAGIC, OP_GET_IDS, 0, if long { 8 } else { 4 }]);
     out.extend_from_slice(&count.to_be_bytes());
     if long {
@@ -201,7 +201,7 @@ mod tests {
     #[test]
     fn round_trip_and_partial_frames() {
         let mut buf = Vec::new();
-        encode_get_ids(300, &Ask::default(), &mut buf);
+        encode_get_ids(300, &RequestOptions::default(), &mut buf);
         assert_eq!(buf, [0xD1, 0x01, 0, 4, 0, 0, 1, 44]);
         for cut in 0..buf.len() {
             assert_eq!(parse_request(&buf[..cut]), Ok(None), "cut at {cut}");
@@ -211,21 +211,21 @@ mod tests {
             Ok(Some((
                 Request::GetIds {
                     count: 300,
-                    ask: Ask::default()
+                    ask: RequestOptions::default()
                 },
                 8
             )))
         );
         for ask in [
-            Ask {
+            RequestOptions {
                 meta: Some(0),
                 transaction: false,
             },
-            Ask {
+            RequestOptions {
                 meta: Some(255),
                 transaction: true,
             },
-            Ask {
+            RequestOptions {
                 meta: None,
                 transaction: true,
             },

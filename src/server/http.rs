@@ -10,7 +10,7 @@
 //!   `Retry-After`) when no valid lease is held; the body is a one-line reason (JSON
 //!   `{"error":"…"}` when JSON was asked for).
 
-use crate::layout::{Ask, TextForm};
+use crate::layout::{RequestOptions, TextForm};
 use crate::metrics::{Interface, Outcome};
 use crate::service::Service;
 use bytes::Bytes;
@@ -68,7 +68,7 @@ pub async fn handle<B>(
     let outcome = match reply.status {
         StatusCode::OK => Outcome::Ok,
         StatusCode::NOT_FOUND => Outcome::NotFound,
-        StatusCode::SERVICE_UNAVAILABLE => Outcome::Unavailable,
+        StatusCode::SERVICE_UNAVAILABLE | StatusCode::INTERNAL_SERVER_ERROR => Outcome::Unavailable,
         _ => Outcome::BadRequest,
     };
     let mut resp = Response::new(Full::new(Bytes::from(reply.text)));
@@ -139,7 +139,7 @@ fn digits<T: std::str::FromStr>(s: &str) -> Option<T> {
 }
 
 /// The request options in `p`, checked against the layout.
-fn ask(svc: &Service, p: &Params) -> Result<Ask, String> {
+fn ask(svc: &Service, p: &Params) -> Result<RequestOptions, String> {
     let meta = p
         .meta
         .as_deref()
@@ -152,7 +152,7 @@ fn ask(svc: &Service, p: &Params) -> Result<Ask, String> {
         Some("" | "1" | "true") => true,
         Some(t) => return Err(format!("transaction must be true or false, got {t:?}")),
     };
-    let ask = Ask { meta, transaction };
+    let ask = RequestOptions { meta, transaction };
     svc.layout().check(&ask).map_err(|e| e.to_string())?;
     Ok(ask)
 }
@@ -226,7 +226,7 @@ async fn route(svc: &Service, path: &str, query: &str, json: bool) -> Reply {
 async fn ids(
     svc: &Service,
     count: u64,
-    ask: &Ask,
+    ask: &RequestOptions,
     form: Option<TextForm>,
     one: bool,
     json: bool,
@@ -257,9 +257,16 @@ async fn ids(
         if quote {
             text.push('"');
         }
-        layout
-            .format(id, form, &mut text)
-            .expect("the generator's IDs are valid for its layout");
+        if let Err(e) = layout.format(id, form, &mut text) {
+            // The generator's IDs are valid for its layout: this would be a bug, reported as
+            // one (500) rather than a panic that drops the connection.
+            tracing::error!(error = %e, id = ?id, "an issued ID does not format; this is a bug");
+            return fail(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("internal error: an issued ID does not format: {e}"),
+                json,
+            );
+        }
         text.push_str(match (json, quote) {
             (true, true) => "\"",
             (true, false) => "",

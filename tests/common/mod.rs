@@ -379,3 +379,34 @@ pub fn run_tool(cmd: &mut Command, limit: Duration) -> (bool, String) {
     );
     (out.status.success(), text)
 }
+
+/// Asks `idcar` for IDs (binary protocol, 10 a request, a pause of 5 ms between requests)
+/// until `until` passes: the IDs, and how many requests were refused (reconnecting after
+/// each). Bounded by `until`.
+pub async fn hammer(idcar: &Idcar, until: Instant) -> (Vec<u64>, usize) {
+    let mut ids = Vec::new();
+    let mut refused = 0;
+    let mut b = idcar.binary().await;
+    while Instant::now() < until {
+        match b.ids(10).await {
+            Ok(got) => ids.extend(
+                got.iter()
+                    .map(|id| u64::from_be_bytes(id.try_into().unwrap())),
+            ),
+            Err(_) => {
+                refused += 1;
+                b = idcar.binary().await;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    (ids, refused)
+}
+
+/// Fails on the first ID seen twice.
+pub fn assert_unique(all: &[u64]) {
+    let mut seen = std::collections::HashSet::with_capacity(all.len());
+    for id in all {
+        assert!(seen.insert(id), "duplicate ID {id:016x}");
+    }
+}

@@ -30,7 +30,7 @@ fn run(tick: u64, slot: u32) -> Run {
     }
 }
 
-const TXN: Ask = Ask {
+const TXN: RequestOptions = RequestOptions {
     meta: None,
     transaction: true,
 };
@@ -278,8 +278,8 @@ fn scheme_options_and_forms() {
     assert_eq!(l.width(), 16);
     assert_eq!(l.default_form(), TextForm::Muid);
     assert!(l.supports(TextForm::Hex) && !l.json_number(TextForm::Muid));
-    assert!(l.check(&TXN).is_ok() && l.check(&Ask::default()).is_ok());
-    let meta = Ask {
+    assert!(l.check(&TXN).is_ok() && l.check(&RequestOptions::default()).is_ok());
+    let meta = RequestOptions {
         meta: Some(1),
         transaction: false,
     };
@@ -313,7 +313,12 @@ fn decode_json_keys() {
 fn plain_run_is_offset_zero() {
     let l = Muid128::default();
     let mut out = Vec::new();
-    l.pack_run(&run(1_642_579_230_975_519, 7), &Ask::default(), 1, &mut out);
+    l.pack_run(
+        &run(1_642_579_230_975_519, 7),
+        &RequestOptions::default(),
+        1,
+        &mut out,
+    );
     assert_eq!(out.len(), 16);
     assert_eq!(
         Fields::unpack(value_of(&out).unwrap()),

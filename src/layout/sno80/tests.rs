@@ -71,9 +71,9 @@ fn known_answers_both_directions() {
             slot: f.partition.into(),
             timeline: f.tick,
         };
-        let ask = Ask {
+        let ask = RequestOptions {
             meta: Some(f.meta),
-            ..Ask::default()
+            ..RequestOptions::default()
         };
         l.check(&ask).unwrap();
         let mut out = Vec::new();
@@ -129,7 +129,7 @@ fn timeline_one_sets_the_low_bit_of_byte_four() {
         timeline: 1,
     };
     let mut out = Vec::new();
-    l.pack_run(&run, &Ask::default(), 3, &mut out);
+    l.pack_run(&run, &RequestOptions::default(), 3, &mut out);
     assert_eq!(out.len(), 3 * WIDTH);
     for (i, id) in out.chunks(WIDTH).enumerate() {
         assert_eq!(id[4] & 1, 1);
@@ -144,7 +144,12 @@ fn timeline_one_sets_the_low_bit_of_byte_four() {
         assert_eq!(f, want);
     }
     let mut zero = Vec::new();
-    l.pack_run(&Run { timeline: 0, ..run }, &Ask::default(), 3, &mut zero);
+    l.pack_run(
+        &Run { timeline: 0, ..run },
+        &RequestOptions::default(),
+        3,
+        &mut zero,
+    );
     assert_eq!(zero[4] & 1, 0);
     assert_eq!(zero[4] | 1, out[4]);
 }
@@ -162,9 +167,22 @@ fn sequence_bounds_as_the_reference_checks_them() {
         let err = Sno80::new(lo, hi).unwrap_err();
         assert_eq!(err.kind(), "invalid", "{lo}..{hi}");
         let msg = err.to_string();
+        assert!(msg.contains("sequence") && !msg.contains("--"), "{msg}");
+        // The registry says which parameter to change; configuration names its flag.
+        let params = crate::layout::LayoutParams {
+            sequence_min: lo,
+            sequence_max: hi,
+            ..Default::default()
+        };
+        let e = crate::layout::by_name("sno80", params).unwrap_err();
+        let want = if lo > hi {
+            crate::layout::Param::SequenceMin
+        } else {
+            crate::layout::Param::SequenceMax
+        };
         assert!(
-            msg.contains("--sequence-min") && msg.contains("--sequence-max"),
-            "{msg}"
+            matches!(e, crate::layout::BuildError::Param { param, .. } if param == want),
+            "{e:?}"
         );
     }
 }
@@ -191,15 +209,15 @@ fn scheme_and_options() {
     assert_eq!(l.width(), 10);
     assert_eq!(l.default_form(), TextForm::B32);
     assert!(!l.json_number(TextForm::B32) && !l.json_number(TextForm::Hex));
-    l.check(&Ask {
+    l.check(&RequestOptions {
         meta: Some(255),
-        ..Ask::default()
+        ..RequestOptions::default()
     })
     .unwrap();
     let err = l
-        .check(&Ask {
+        .check(&RequestOptions {
             transaction: true,
-            ..Ask::default()
+            ..RequestOptions::default()
         })
         .unwrap_err();
     assert_eq!(
@@ -326,7 +344,7 @@ proptest! {
     fn pack_run_matches_fields(f in fields(), len in 1u32..64) {
         let seq = u32::from(f.sequence).min((1 << 16) - len);
         let run = Run { tick: f.units, seq, len, slot: f.partition.into(), timeline: f.tick };
-        let ask = Ask { meta: Some(f.meta), ..Ask::default() };
+        let ask = RequestOptions { meta: Some(f.meta), ..RequestOptions::default() };
         let mut out = vec![0xaa];
         Sno80::default().pack_run(&run, &ask, len, &mut out);
         prop_assert_eq!(out.len(), 1 + len as usize * WIDTH);

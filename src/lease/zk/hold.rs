@@ -116,9 +116,10 @@ async fn take(
             }
         };
         retry = Duration::from_millis(100);
-        neg.metrics.lease_claims.inc();
+        neg.metrics.lease.claims.inc();
         neg.metrics
-            .lease_claim_seconds
+            .lease
+            .claim_seconds
             .observe(started.elapsed().as_secs_f64());
         tracing::info!(
             slot = c.slot,
@@ -192,7 +193,8 @@ async fn wait_for_clock(
         }
     }
     neg.metrics
-        .lease_mark_wait_seconds
+        .lease
+        .mark_wait_seconds
         .observe(waited.elapsed().as_secs_f64());
     Ok(true)
 }
@@ -236,27 +238,12 @@ async fn renew(
         match written {
             Ok(version) => {
                 neg.metrics
-                    .lease_renewal_seconds
+                    .lease
+                    .renewal_seconds
                     .observe(t.elapsed().as_secs_f64());
-                neg.metrics.lease_renewals.with_label_values(&["ok"]).inc();
                 held.mark = want;
                 held.mark_version = version;
-                if !published {
-                    carry.generation += 1;
-                    published = true;
-                    tracing::info!(
-                        slot = held.slot,
-                        floor = held.floor,
-                        mark = held.mark,
-                        "lease held"
-                    );
-                }
-                neg.tx.send_replace(LeaseState::Held(Window {
-                    slot: held.slot,
-                    floor: held.floor,
-                    mark: held.mark,
-                    generation: carry.generation,
-                }));
+                publish(neg, carry, &held, &mut published);
                 unreachable_counted = false;
                 unconfirmed.clear();
                 next = neg.cfg.renew_every;
@@ -265,20 +252,7 @@ async fn renew(
                 return Err(End::SessionGone(format!("renewing: {e}"), published))
             }
             Err(e @ (zk::Error::BadVersion | zk::Error::NoNode)) => {
-                // Someone else wrote the mark or removed our slot node: stop at once.
-                neg.metrics
-                    .lease_renewals
-                    .with_label_values(&["error"])
-                    .inc();
-                neg.metrics
-                    .lease_losses
-                    .with_label_values(&["stolen"])
-                    .inc();
-                let why = format!("slot {} lost: {e}", held.slot);
-                tracing::warn!(reason = %why, "lease lost; claiming again");
-                neg.tx.send_replace(LeaseState::Lost { reason: why });
-                // Our slot node may still be ours (same session): free it for a clean claim.
-                claim::delete_if_ours(neg, client, held.slot).await;
+                lost(neg, client, &held, e).await;
                 return Ok(());
             }
             Err(e) => {
@@ -286,14 +260,16 @@ async fn renew(
                 // may still have been applied.
                 unconfirmed.push(want);
                 neg.metrics
-                    .lease_renewals
+                    .lease
+                    .renewals
                     .with_label_values(&["error"])
                     .inc();
                 tracing::warn!(error = %e, mark = held.mark, "could not renew the time mark");
                 if neg.now_tick() > held.mark && !unreachable_counted {
                     unreachable_counted = true;
                     neg.metrics
-                        .lease_losses
+                        .lease
+                        .losses
                         .with_label_values(&["unreachable"])
                         .inc();
                 }
@@ -301,6 +277,46 @@ async fn renew(
             }
         }
     }
+}
+
+/// Publishes the lease after a successful mark write (a new generation the first time).
+fn publish(neg: &Negotiator, carry: &mut Carry, held: &Held, published: &mut bool) {
+    neg.metrics.lease.renewals.with_label_values(&["ok"]).inc();
+    if !*published {
+        carry.generation += 1;
+        *published = true;
+        tracing::info!(
+            slot = held.slot,
+            floor = held.floor,
+            mark = held.mark,
+            "lease held"
+        );
+    }
+    neg.tx.send_replace(LeaseState::Held(Window {
+        slot: held.slot,
+        floor: held.floor,
+        mark: held.mark,
+        generation: carry.generation,
+    }));
+}
+
+/// Someone else wrote the mark or removed our slot node: stop issuing at once, count it, and
+/// free our slot node (if still ours) for a clean claim.
+async fn lost(neg: &Negotiator, client: &zk::Client, held: &Held, e: zk::Error) {
+    neg.metrics
+        .lease
+        .renewals
+        .with_label_values(&["error"])
+        .inc();
+    neg.metrics
+        .lease
+        .losses
+        .with_label_values(&["stolen"])
+        .inc();
+    let why = format!("slot {} lost: {e}", held.slot);
+    tracing::warn!(reason = %why, "lease lost; claiming again");
+    neg.tx.send_replace(LeaseState::Lost { reason: why });
+    claim::delete_if_ours(neg, client, held.slot).await;
 }
 
 /// Releases the slot: the mark written down to the highest tick issued, the slot node gone.

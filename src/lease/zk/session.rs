@@ -56,40 +56,19 @@ pub(crate) async fn run(
         neg.metrics.session_state("disconnected");
         // No session yet: only the release request interrupts the connect.
         stop.follow(CancellationToken::new());
-        let cfg = &neg.cfg;
-        let connecting = connect(
-            &cfg.connect,
-            cfg.session_timeout,
-            cfg.auth.as_deref(),
-            Retry::UntilConnected,
-        );
-        let client = match stop.or(connecting).await {
-            Err(_) => {
+        let client = match open(&neg, &mut stop, &mut backoff).await {
+            Opened::Client(c) => c,
+            Opened::Retry => continue,
+            Opened::Released => {
                 neg.tx.send_replace(LeaseState::Released);
                 return Ok(());
             }
-            Ok(Ok(c)) => c,
-            Ok(Err(e @ zk::Error::AuthFailed)) => {
-                let e = LeaseError::Task(format!(
-                    "ZooKeeper refused the credentials of --zk-auth: {e}"
-                ));
-                return Err(neg.fail(e));
-            }
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, connect = %neg.cfg.connect, "cannot connect to ZooKeeper; retrying");
-                neg.pending(format!("cannot connect to ZooKeeper: {e}"));
-                if stop.sleep(backoff).await.is_err() {
-                    neg.tx.send_replace(LeaseState::Released);
-                    return Ok(());
-                }
-                backoff = (backoff * 2).min(Duration::from_secs(5));
-                continue;
-            }
+            Opened::Failed(e) => return Err(neg.fail(e)),
         };
         backoff = Duration::from_millis(100);
         sessions += 1;
         if sessions > 1 {
-            neg.metrics.zk_reconnects.inc();
+            neg.metrics.lease.zk_reconnects.inc();
         }
         neg.metrics.session_state("connected");
         tracing::info!(session = %client.session_id(), "ZooKeeper session established");
@@ -124,7 +103,8 @@ pub(crate) async fn run(
             End::SessionGone(why, was_holding) => {
                 if was_holding {
                     neg.metrics
-                        .lease_losses
+                        .lease
+                        .losses
                         .with_label_values(&["expired"])
                         .inc();
                 }
@@ -133,6 +113,42 @@ pub(crate) async fn run(
                 neg.tx.send_replace(LeaseState::Lost { reason: why });
             }
             End::Fatal(e) => return Err(neg.fail(e)),
+        }
+    }
+}
+
+/// What an attempt to open a session gave.
+enum Opened {
+    Client(zk::Client),
+    /// Not now: try again (after the backoff already waited).
+    Retry,
+    Released,
+    Failed(LeaseError),
+}
+
+/// Opens a session; on a passing failure waits `backoff` (doubling it, up to 5 s).
+async fn open(neg: &Negotiator, stop: &mut Stop, backoff: &mut Duration) -> Opened {
+    let cfg = &neg.cfg;
+    let connecting = connect(
+        &cfg.connect,
+        cfg.session_timeout,
+        cfg.auth.as_deref(),
+        Retry::UntilConnected,
+    );
+    match stop.or(connecting).await {
+        Err(_) => Opened::Released,
+        Ok(Ok(c)) => Opened::Client(c),
+        Ok(Err(e @ zk::Error::AuthFailed)) => Opened::Failed(LeaseError::Task(format!(
+            "ZooKeeper refused the credentials of --zk-auth: {e}"
+        ))),
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, connect = %cfg.connect, "cannot connect to ZooKeeper; retrying");
+            neg.pending(format!("cannot connect to ZooKeeper: {e}"));
+            if stop.sleep(*backoff).await.is_err() {
+                return Opened::Released;
+            }
+            *backoff = (*backoff * 2).min(Duration::from_secs(5));
+            Opened::Retry
         }
     }
 }
@@ -196,7 +212,7 @@ async fn track_states(mut w: zk::StateWatcher, metrics: Arc<Metrics>, ended: Can
             }
             zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly => {
                 if was_disconnected {
-                    metrics.zk_reconnects.inc();
+                    metrics.lease.zk_reconnects.inc();
                     tracing::info!("reconnected to ZooKeeper");
                 }
                 was_disconnected = false;

@@ -1,0 +1,278 @@
+//! `idcar serve`: bind, take the lease, serve until a signal (or a failed lease), then drain
+//! and release — one place for start-up and one for shutdown.
+
+use crate::clock::{Clock, SkewedClock, SystemClock};
+use crate::config::{LeaseSource, ServeConfig, UsageError};
+use crate::descriptors;
+use crate::lease::local::{self, LocalConfig};
+use crate::lease::runtime::LeaseRuntime;
+use crate::lease::zk::{self, ZkConfig};
+use crate::lease::{LeaseHandle, LeaseState};
+use crate::metrics::Metrics;
+use crate::server::{self, socket::SocketFile};
+use crate::service::Service;
+use anyhow::Context;
+use std::path::PathBuf;
+use std::sync::Arc;
+use tokio::net::{TcpListener, UnixListener};
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// Waits for SIGTERM, SIGINT or SIGHUP and cancels `token` (drain and release); a second
+/// signal removes the socket file and exits at once (the lease's mark still covers everything
+/// issued).
+fn watch_signals(token: CancellationToken, socket: PathBuf) -> anyhow::Result<()> {
+    let mut term = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
+    let mut hup = signal(SignalKind::hangup()).context("cannot watch SIGHUP")?;
+    tokio::spawn(async move {
+        let name = tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+            _ = hup.recv() => "SIGHUP",
+        };
+        tracing::info!(signal = name, "shutting down");
+        token.cancel();
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+            _ = hup.recv() => {}
+        }
+        tracing::warn!("second signal: exiting now without draining");
+        let _ = std::fs::remove_file(&socket);
+        std::process::exit(130);
+    });
+    Ok(())
+}
+
+/// Raises the descriptor limit and fits `--max-connections` under it (see [`descriptors`]).
+fn budget_descriptors(cfg: &mut ServeConfig) -> anyhow::Result<()> {
+    let limit = match descriptors::raise_limit() {
+        Ok(r) => {
+            if r.after > r.before {
+                tracing::debug!(
+                    from = r.before,
+                    to = r.after,
+                    "raised the file-descriptor limit"
+                );
+            }
+            r.after
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the file-descriptor limit; not budgeting");
+            return Ok(());
+        }
+    };
+    let admin = if cfg.admin_addr.is_some() {
+        cfg.admin.max_connections
+    } else {
+        0
+    };
+    match descriptors::fit(cfg.conn.max_connections, admin, limit) {
+        Ok(None) => Ok(()),
+        Ok(Some(n)) => {
+            tracing::warn!(
+                asked = cfg.conn.max_connections,
+                using = n,
+                descriptor_limit = limit,
+                "--max-connections lowered to {n}: the file-descriptor limit ({limit}) must also \
+                 hold --admin-max-connections ({admin}) and {} descriptors kept for the lease; \
+                 raise the limit (ulimit -n) or set --max-connections/IDCAR_MAX_CONNECTIONS to \
+                 at most {n}",
+                descriptors::RESERVE
+            );
+            cfg.conn.max_connections = n;
+            Ok(())
+        }
+        Err(why) => Err(UsageError(why).into()),
+    }
+}
+
+/// The wall clock, or (testing aid, feature `fault-injection`) one simulated off by a skew.
+fn clock(cfg: &ServeConfig) -> Arc<dyn Clock> {
+    match cfg.clock_skew_ns {
+        0 => Arc::new(SystemClock),
+        skew_ns => {
+            tracing::warn!(
+                skew_ms = skew_ns / 1_000_000,
+                "testing aid: the host clock is simulated off by --clock-skew"
+            );
+            Arc::new(SkewedClock { skew_ns })
+        }
+    }
+}
+
+/// The listeners, bound before the lease is taken: a start that fails on a busy socket or
+/// port must not have written a time mark.
+struct Bound {
+    admin: Option<TcpListener>,
+    socket: UnixListener,
+    file: SocketFile,
+}
+
+async fn bind(cfg: &ServeConfig) -> anyhow::Result<Bound> {
+    let admin = match cfg.admin_addr {
+        Some(addr) => Some(TcpListener::bind(addr).await.with_context(|| {
+            format!(
+                "cannot bind the admin listener on {addr}: choose another address with \
+                 --admin-addr/IDCAR_ADMIN_ADDR (or `none`)"
+            )
+        })?),
+        None => None,
+    };
+    let (socket, file) = server::socket::bind(&cfg.socket, cfg.socket_mode)
+        .context("cannot serve on the socket: choose another path with --socket/IDCAR_SOCKET")?;
+    Ok(Bound {
+        admin,
+        socket,
+        file,
+    })
+}
+
+/// Starts the static or ZooKeeper lease (on the caller's runtime: the lease thread's).
+fn start_lease(
+    cfg: &ServeConfig,
+    clock: Arc<dyn Clock>,
+    metrics: Arc<Metrics>,
+) -> anyhow::Result<LeaseHandle> {
+    let scheme = cfg.layout.scheme();
+    let t = cfg.timings;
+    Ok(match &cfg.lease {
+        LeaseSource::Static { slot, state_file } => local::start(
+            LocalConfig {
+                state_file: state_file.clone(),
+                key: cfg.mark_key(*slot),
+                slot: *slot,
+                horizon: t.horizon,
+                renew_every: t.renew_every,
+                max_clock_wait: t.max_clock_wait,
+            },
+            scheme,
+            clock,
+            metrics,
+        )
+        .context("cannot take the static lease")?,
+        LeaseSource::Zk(z) => zk::start(
+            ZkConfig {
+                connect: z.conn.connect.clone(),
+                root: z.conn.root.clone(),
+                layout: cfg.layout.name(),
+                cluster: cfg.cluster,
+                pool_size: z.pool_size,
+                prefer: z.prefer,
+                session_timeout: z.conn.session_timeout,
+                horizon: t.horizon,
+                renew_every: t.renew_every,
+                max_clock_wait: t.max_clock_wait,
+                auth: z.conn.auth.clone(),
+                pod: z.pod.clone(),
+            },
+            scheme,
+            clock,
+            metrics,
+        ),
+    })
+}
+
+fn log_serving(cfg: &ServeConfig, bound: &Bound) {
+    tracing::info!(
+        socket = %cfg.socket.display(),
+        admin = %bound.admin
+            .as_ref()
+            .and_then(|l| l.local_addr().ok())
+            .map_or("none".to_string(), |a| a.to_string()),
+        layout = cfg.layout.name(),
+        cluster = cfg.cluster,
+        lease = %match &cfg.lease {
+            LeaseSource::Static { slot, .. } => format!("static slot {slot}"),
+            LeaseSource::Zk(z) => format!("zookeeper {} (pool of {})", z.conn.connect, z.pool_size),
+        },
+        "idcar serving"
+    );
+}
+
+/// Serves until a signal, then drains and releases the lease.
+pub async fn serve(mut cfg: ServeConfig) -> anyhow::Result<()> {
+    budget_descriptors(&mut cfg)?;
+    let shutdown = CancellationToken::new();
+    watch_signals(shutdown.clone(), cfg.socket.clone())?;
+    let metrics = Arc::new(Metrics::new(cfg.layout.name(), cfg.cluster));
+    let clock = clock(&cfg);
+    let bound = bind(&cfg).await?;
+    // The lease and the task that installs its changes run on their own thread.
+    let lease_rt = LeaseRuntime::start().context("cannot start the lease thread")?;
+    let entered = lease_rt.handle().enter();
+    let lease =
+        start_lease(&cfg, clock.clone(), metrics.clone()).inspect_err(|_| bound.file.remove())?;
+    log_serving(&cfg, &bound);
+    let svc = Service::new(cfg.layout, clock, metrics, lease.subscribe(), cfg.limits)
+        .context("cannot start the timer thread")?;
+    let follower = tokio::spawn(svc.clone().follow_lease());
+    drop(entered);
+
+    // The admin listener outlives the drain (readiness turns false at once) and stops last.
+    let admin_stop = CancellationToken::new();
+    let admin = bound.admin.map(|l| {
+        let (svc, stop) = (svc.clone(), admin_stop.clone());
+        tokio::spawn(server::run_admin(l, svc, cfg.admin, stop))
+    });
+    let unix = tokio::spawn(server::run_unix(
+        bound.socket,
+        svc.clone(),
+        cfg.conn,
+        shutdown.clone(),
+    ));
+    let failure = run_until_stop(&lease, &svc, unix, &shutdown).await;
+    bound.file.remove();
+    // Stop following the lease, then close for good: `highest` bounds every ID this process
+    // issued, whatever connection tasks outlived the grace period.
+    follower.abort();
+    let _ = follower.await;
+    let highest = svc.close();
+    let released = lease.release(highest).await;
+    admin_stop.cancel();
+    if let Some(t) = admin {
+        let _ = t.await;
+    }
+    drop(lease_rt);
+    if let Some(why) = failure {
+        anyhow::bail!(why);
+    }
+    released.context("could not write the time mark down on release")?;
+    tracing::info!("idcar stopped");
+    Ok(())
+}
+
+/// Runs until a signal, or until the lease fails for good or the socket server ends on its
+/// own (then the reason, so the process exits non-zero and a supervisor restarts it). Then
+/// readiness turns false at once and the socket server drains; it has stopped on return.
+async fn run_until_stop(
+    lease: &LeaseHandle,
+    svc: &Service,
+    mut unix: JoinHandle<()>,
+    shutdown: &CancellationToken,
+) -> Option<String> {
+    let mut lease_state = lease.subscribe();
+    let mut unix_done = false;
+    let failure = tokio::select! {
+        biased;
+        _ = shutdown.cancelled() => None,
+        r = lease_state.wait_for(|s| matches!(s, LeaseState::Failed { .. })) => {
+            let why = r.map(|s| s.reason().unwrap_or_default().to_string()).unwrap_or_default();
+            Some(format!("lease failed: {why}"))
+        }
+        r = &mut unix => {
+            unix_done = true;
+            // It also ends, normally, right after a shutdown request.
+            (!shutdown.is_cancelled())
+                .then(|| format!("the socket server stopped unexpectedly: {r:?}"))
+        }
+    };
+    svc.drain();
+    shutdown.cancel();
+    if !unix_done {
+        let _ = unix.await;
+    }
+    failure
+}
