@@ -3,14 +3,23 @@
 //! A layout turns a [`Run`] — one tick, a range of sequence numbers and a slot, as the
 //! [generator](crate::generator) hands them out — into ID bytes, and turns ID text back into
 //! fields. The generator only knows ticks and sequences; everything layout-specific (bit
-//! positions, cluster field, text alphabets) lives behind the [`Layout`] trait, so adding a
-//! layout is one new file plus one line in [`by_name`].
+//! positions, cluster field, text alphabets) lives behind the [`Layout`] trait.
+//!
+//! **Adding a layout** is one new file (`layout/<name>.rs`, with the [`Layout`] impl and a
+//! `pub const ENTRY: Entry`) and its name in the `registry!` line below: that declares the
+//! module and puts its entry in [`LAYOUTS`], from which [`by_name`], [`guess`] and [`names`]
+//! work. The CLI needs a flag only for a parameter no layout had before ([`Param`]).
 
-pub mod lable64;
-pub mod muid128;
-pub mod si53;
-pub mod sno80;
-pub mod ugd60;
+/// Declares each layout's module and lists its `ENTRY` in [`LAYOUTS`], in this order.
+macro_rules! registry {
+    ($($name:ident),* $(,)?) => {
+        $(pub mod $name;)*
+        /// Every layout idcar knows, in the order `decode` tries them.
+        pub const LAYOUTS: &[Entry] = &[$($name::ENTRY),*];
+    };
+}
+
+registry!(lable64, ugd60, si53, sno80, muid128);
 
 pub use lable64::Lable64;
 pub use muid128::Muid128;
@@ -290,15 +299,6 @@ pub struct Entry {
     pub params: &'static [Param],
     pub build: fn(&LayoutParams) -> Result<Box<dyn Layout>, BuildError>,
 }
-
-/// Every layout idcar knows. Adding one is a new file with its `ENTRY` and a line here.
-pub const LAYOUTS: &[Entry] = &[
-    lable64::ENTRY,
-    ugd60::ENTRY,
-    si53::ENTRY,
-    sno80::ENTRY,
-    muid128::ENTRY,
-];
 
 /// The names of every layout, in registry order.
 pub fn names() -> impl Iterator<Item = &'static str> {
