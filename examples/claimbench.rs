@@ -49,6 +49,7 @@ fn config(connect: &str, root: &str, cluster: u8) -> ZkConfig {
         max_clock_wait: Duration::from_secs(10),
         auth: None,
         pod: None,
+        pool_params: vec![("layout".into(), "lable64".into())],
     }
 }
 

@@ -33,6 +33,20 @@ fn flag(p: Param) -> &'static str {
     }
 }
 
+/// What shapes a pool's ID space, as recorded in its ZooKeeper namespace: the layout and
+/// each of its parameters, keyed by the flag that sets it.
+fn pool_params(a: &LayoutArgs, cluster: u8) -> Vec<(String, String)> {
+    let params = a.params(cluster);
+    let mut v = vec![("layout".to_string(), a.name().to_string())];
+    if let Some(e) = layout::entry(a.name()) {
+        for p in e.params {
+            let name = flag(*p).split('/').next().unwrap_or_default();
+            v.push((name.trim_start_matches('-').to_string(), params.value(*p)));
+        }
+    }
+    v
+}
+
 /// Builds the layout the flags name, mapping its errors to the flag to change.
 fn build_layout(a: &LayoutArgs, cluster: u8) -> Result<Box<dyn Layout>, UsageError> {
     layout::by_name(a.name(), a.params(cluster)).map_err(|e| match e {
@@ -104,6 +118,8 @@ pub struct ZkSettings {
     pub prefer: Option<u32>,
     /// The pod name for the slot's owner record.
     pub pod: Option<String>,
+    /// What shapes the pool's ID space (`flag name`, value), recorded with the pool.
+    pub pool_params: Vec<(String, String)>,
 }
 
 impl ZkConn {
@@ -271,6 +287,7 @@ fn lease_source(a: &ServeArgs, layout: &dyn Layout) -> Result<LeaseSource, Usage
         conn,
         pool_size,
         prefer: a.generator_id,
+        pool_params: pool_params(&a.layout, a.cluster_id),
         pod: a
             .pod_name
             .clone()

@@ -356,7 +356,7 @@ async fn saturated_server_keeps_its_lease() {
          well-behaved client {worst:?}; RSS {} KiB",
         idcar.rss_kib()
     );
-    assert!(held_samples >= 10);
+    assert!(held_samples >= 3, "{held_samples} samples");
     assert!(worst < Duration::from_secs(3), "{worst:?}");
     assert!(hammered > 10_000, "{hammered}");
     lease_untouched(&idcar).await;

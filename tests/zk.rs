@@ -123,7 +123,7 @@ fn zk_mark(zk: &Zk, cluster: u8, slot: u32) -> u64 {
                 .get_data(&format!("/idcar/lable64/{cluster}/marks/{slot}"))
                 .await
                 .unwrap();
-            String::from_utf8(d).unwrap().parse().unwrap()
+            idcar::lease::zk::tree::parse_mark(&d).expect("a mark")
         })
     })
     .join()

@@ -167,6 +167,7 @@ fn start_lease(
                 max_clock_wait: t.max_clock_wait,
                 auth: z.conn.auth.clone(),
                 pod: z.pod.clone(),
+                pool_params: z.pool_params.clone(),
             },
             scheme,
             clock,
@@ -223,14 +224,26 @@ pub async fn serve(mut cfg: ServeConfig) -> anyhow::Result<()> {
         cfg.conn,
         shutdown.clone(),
     ));
-    let failure = run_until_stop(&lease, &svc, unix, &shutdown).await;
+    let (failure, stopping) = run_until_stop(&lease, &svc, unix, &shutdown).await;
     bound.file.remove();
     // Stop following the lease, then close for good: `highest` bounds every ID this process
     // issued, whatever connection tasks outlived the grace period.
     follower.abort();
     let _ = follower.await;
     let highest = svc.close();
-    let released = lease.release(highest).await;
+    // Bounded: during a ZooKeeper outage the release cannot be written, and the mark already
+    // in force simply stays (a successor waits past it).
+    let grace = cfg.conn.grace;
+    let left = grace
+        .saturating_sub(stopping.elapsed())
+        .max(std::time::Duration::from_millis(500));
+    let released = match tokio::time::timeout(left, lease.release(highest)).await {
+        Ok(r) => r.context("could not write the time mark down on release"),
+        Err(_) => Err(anyhow::anyhow!(
+            "could not release the lease within --shutdown-grace ({grace:?}); its time mark \
+             stays in force and a successor waits past it"
+        )),
+    };
     admin_stop.cancel();
     if let Some(t) = admin {
         let _ = t.await;
@@ -239,7 +252,7 @@ pub async fn serve(mut cfg: ServeConfig) -> anyhow::Result<()> {
     if let Some(why) = failure {
         anyhow::bail!(why);
     }
-    released.context("could not write the time mark down on release")?;
+    released?;
     tracing::info!("idcar stopped");
     Ok(())
 }
@@ -247,12 +260,13 @@ pub async fn serve(mut cfg: ServeConfig) -> anyhow::Result<()> {
 /// Runs until a signal, or until the lease fails for good or the socket server ends on its
 /// own (then the reason, so the process exits non-zero and a supervisor restarts it). Then
 /// readiness turns false at once and the socket server drains; it has stopped on return.
+/// Also returns when stopping began: the release gets what is left of the grace period.
 async fn run_until_stop(
     lease: &LeaseHandle,
     svc: &Service,
     mut unix: JoinHandle<()>,
     shutdown: &CancellationToken,
-) -> Option<String> {
+) -> (Option<String>, std::time::Instant) {
     let mut lease_state = lease.subscribe();
     let mut unix_done = false;
     let failure = tokio::select! {
@@ -269,10 +283,11 @@ async fn run_until_stop(
                 .then(|| format!("the socket server stopped unexpectedly: {r:?}"))
         }
     };
+    let stopping = std::time::Instant::now();
     svc.drain();
     shutdown.cancel();
     if !unix_done {
         let _ = unix.await;
     }
-    failure
+    (failure, stopping)
 }

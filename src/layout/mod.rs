@@ -300,6 +300,33 @@ pub struct Entry {
     pub build: fn(&LayoutParams) -> Result<Box<dyn Layout>, BuildError>,
 }
 
+/// The registry entry of the layout called `name`.
+pub fn entry(name: &str) -> Option<&'static Entry> {
+    LAYOUTS.iter().find(|e| e.name == name)
+}
+
+impl Scheme {
+    /// How much longer than a horizon the clock may need to pass a mark written that far
+    /// ahead: the rest of the tick it was written in, and the mark's own tick.
+    pub fn rounding_slack(&self) -> std::time::Duration {
+        std::time::Duration::from_nanos(self.tick_ns.saturating_mul(2))
+    }
+}
+
+impl LayoutParams {
+    /// The value of `p`, as text (for records and messages).
+    pub fn value(&self, p: Param) -> String {
+        match p {
+            Param::Cluster => self.cluster.to_string(),
+            Param::BaseClock => self.base_clock_ms.to_string(),
+            Param::MidBits => self.mid_bits.to_string(),
+            Param::SequenceMin => self.sequence_min.to_string(),
+            Param::SequenceMax => self.sequence_max.to_string(),
+            Param::MedallionBase => format!("{:#x}", self.medallion_base),
+        }
+    }
+}
+
 /// The names of every layout, in registry order.
 pub fn names() -> impl Iterator<Item = &'static str> {
     LAYOUTS.iter().map(|e| e.name)

@@ -85,7 +85,8 @@ pub fn start(
         tx,
     };
     let ahead = ctx.wait_past(floor);
-    if ahead > ctx.cfg.max_clock_wait {
+    // Two ticks on top: a mark written a horizon ahead is passed up to two ticks after it.
+    if ahead > ctx.cfg.max_clock_wait + ctx.scheme.rounding_slack() {
         return Err(LeaseError::ClockBehind {
             key: ctx.cfg.key.clone(),
             ahead,
@@ -123,7 +124,7 @@ async fn wait_for_clock(
         if wait.is_zero() {
             break;
         }
-        if started.elapsed() + wait > ctx.cfg.max_clock_wait {
+        if started.elapsed() + wait > ctx.cfg.max_clock_wait + ctx.scheme.rounding_slack() {
             let e = LeaseError::ClockBehind {
                 key: ctx.cfg.key.clone(),
                 ahead: wait,

@@ -69,29 +69,20 @@ impl Roster {
     /// every connection is answering.
     pub async fn admit(&self, phases: Arc<Phases>) -> (Entry, bool) {
         let mut evicted = false;
-        let permit = match self.permits.clone().try_acquire_owned() {
-            Ok(p) => p,
-            Err(_) => {
-                {
-                    let mut g = lock(&self.open);
-                    let quietest = g
-                        .list
-                        .iter()
-                        .enumerate()
-                        .filter_map(|(i, (_, p, _))| Some((p.quiet_since()?, i)))
-                        .min()
-                        .map(|(_, i)| i);
-                    if let Some(i) = quietest {
-                        let (_, _, token) = g.list.remove(i).expect("index from position");
-                        token.cancel();
-                        evicted = true;
-                    }
-                }
-                self.permits
-                    .clone()
-                    .acquire_owned()
-                    .await
-                    .expect("the semaphore is never closed")
+        let permit = loop {
+            if let Ok(p) = self.permits.clone().try_acquire_owned() {
+                break p;
+            }
+            // At the cap: evict the quietest connection not answering a request, if any; then
+            // wait for a place, looking again now and then, since a connection that is
+            // answering now may be stuck on its response a moment later.
+            if !evicted {
+                evicted = self.evict_quietest();
+            }
+            let wait = self.permits.clone().acquire_owned();
+            match tokio::time::timeout(std::time::Duration::from_millis(20), wait).await {
+                Ok(p) => break p.expect("the semaphore is never closed"),
+                Err(_) => continue,
             }
         };
         let mut g = lock(&self.open);
@@ -106,6 +97,27 @@ impl Roster {
             _permit: permit,
         };
         (entry, evicted)
+    }
+
+    /// Evicts the connection quiet longest among those not answering; `true` if there was one.
+    fn evict_quietest(&self) -> bool {
+        let mut g = lock(&self.open);
+        let quietest = g
+            .list
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, _, token))| !token.is_cancelled())
+            .filter_map(|(i, (_, p, _))| Some((p.quiet_since()?, i)))
+            .min()
+            .map(|(_, i)| i);
+        match quietest {
+            Some(i) => {
+                let (_, _, token) = g.list.remove(i).expect("index from position");
+                token.cancel();
+                true
+            }
+            None => false,
+        }
     }
 
     #[cfg(test)]

@@ -48,6 +48,9 @@ pub struct Memo {
     pub skip: BTreeSet<u32>,
     /// Probed slots given back because their mark was beyond `--max-clock-wait`.
     pub far_ahead: u32,
+    /// The version of the pool's `params` node as agreed in this session: every slot is
+    /// created in a `multi` that checks it.
+    pub params_version: i32,
 }
 
 /// How many far-ahead probed slots are given back before that is a fatal error (our clock is
@@ -207,20 +210,36 @@ async fn try_slot(
     let eph = zk::CreateMode::Ephemeral.with_acls(acls(neg.cfg.auth.is_some()));
     // From here on a failure may leave our node behind: remember the slot as suspect.
     memo.suspects.insert(slot);
-    let stat = match client.create(&neg.paths.slot(slot), owner, &eph).await {
-        Ok((stat, _)) => stat,
-        Err(zk::Error::NodeExists) => {
+    // Created only while the pool's parameters are still the ones this session agreed to.
+    let mut w = client.new_multi_writer();
+    w.add_check_version(&neg.paths.params(), memo.params_version)?;
+    w.add_create(&neg.paths.slot(slot), owner, &eph)?;
+    match w.commit().await {
+        Ok(_) => {}
+        Err(zk::MultiWriteError::OperationFailed {
+            index: 1,
+            source: zk::Error::NodeExists,
+        }) => {
             memo.suspects.remove(&slot);
             return Ok(Tried::Taken);
         }
-        Err(e) => return Err(e),
-    };
+        Err(zk::MultiWriteError::OperationFailed { index: 0, source }) => {
+            memo.suspects.remove(&slot);
+            return Err(zk::Error::UnexpectedError(format!(
+                "the pool's parameters changed under us ({source}); an operator rewrote {}",
+                neg.paths.params()
+            )));
+        }
+        Err(e) => return Err(e.into()),
+    }
+    // An ephemeral node is created at version 0.
+    let stat_version = 0;
     match read_mark(neg, client, slot).await {
         Ok((mark, mark_version)) => {
             memo.suspects.remove(&slot);
             Ok(Tried::Claimed(Claimed {
                 slot,
-                slot_version: stat.version,
+                slot_version: stat_version,
                 mark,
                 mark_version,
             }))

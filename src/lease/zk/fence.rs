@@ -17,8 +17,10 @@
 //! 3. A renewal never lowers the mark ([`next_mark`]: `max(mark, now + horizon)`), since the
 //!    local clock may have stepped back.
 //! 4. A write whose reply was lost may have been applied: [`own_write`] recognises it only when
-//!    the slot node is still this session's and the mark holds a value we tried, one version
-//!    on.
+//!    the mark holds a value we tried *with this claim's token* (written beside the ticks, a
+//!    random number per claim), one version on, and the slot node is still this session's; a
+//!    foreign write (another holder, an operator) never carries our token. Carrying on after
+//!    it never lowers the mark ([`recovered`]).
 //! 5. On release, [`write_down`] writes the mark down to the highest tick issued (never below
 //!    the floor) and deletes `slots/N` in the same `multi`, so a successor waits almost
 //!    nothing.
@@ -26,7 +28,7 @@
 //! The generator refuses ticks above the published mark and at or below the floor; the lease
 //! publishes a window only after step 2 succeeded.
 
-use super::tree::{acls, parse_mark};
+use super::tree::{acls, mark_data, parse_mark, parse_mark_and_token};
 use super::Negotiator;
 use crate::lease::Issued;
 use std::time::Duration;
@@ -44,6 +46,14 @@ pub(crate) struct Held {
     pub mark: u64,
     /// The version of `marks/N` after this holder's last write (or as read at the claim).
     pub mark_version: i32,
+    /// Random per claim, written with every mark: how [`own_write`] knows our writes.
+    pub token: u64,
+}
+
+impl Held {
+    fn token(&self) -> String {
+        format!("{:016x}", self.token)
+    }
 }
 
 /// Why a mark could not be read.
@@ -86,10 +96,12 @@ pub(crate) async fn read_mark(
 }
 
 /// How long the clock still needs to pass the floor; `Err` with that wait when it exceeds
-/// `--max-clock-wait`.
+/// `--max-clock-wait`. A mark written `horizon` ahead is passed up to two ticks after the
+/// horizon (the rest of the tick it was written in, and the mark's own tick), so those two
+/// ticks are allowed on top: `--max-clock-wait` equal to the horizon always waits out a crash.
 pub(crate) fn clock_wait(neg: &Negotiator, held: &Held) -> Result<Duration, Duration> {
     let wait = neg.wait_past(held.floor);
-    if wait > neg.cfg.max_clock_wait {
+    if wait > neg.cfg.max_clock_wait + neg.scheme.rounding_slack() {
         Err(wait)
     } else {
         Ok(wait)
@@ -99,6 +111,18 @@ pub(crate) fn clock_wait(neg: &Negotiator, held: &Held) -> Result<Duration, Dura
 /// The next mark to write: never below the one written, `horizon` ticks past now.
 pub(crate) fn next_mark(held: &Held, now_tick: u64, horizon: u64) -> u64 {
     held.mark.max(now_tick.saturating_add(horizon))
+}
+
+/// Carrying on after [`own_write`] found our earlier write of `value` at `version`: the state
+/// to write from, and the mark to write now — never below `value` (that write may have been
+/// for a later time than `want`, computed before, if the clock stepped back in between).
+pub(crate) fn recovered(held: &Held, version: i32, value: u64, want: u64) -> (Held, u64) {
+    let held = Held {
+        mark: held.mark.max(value),
+        mark_version: version,
+        ..*held
+    };
+    (held, want.max(held.mark))
 }
 
 /// Writes `mark` with a compare-and-set on the mark's version, in a `multi` that also checks
@@ -115,7 +139,7 @@ pub(crate) async fn write_mark(
     w.add_check_version(&neg.paths.slot(held.slot), held.slot_version)?;
     w.add_set_data(
         &neg.paths.mark(held.slot),
-        mark.to_string().as_bytes(),
+        &mark_data(mark, &held.token()),
         Some(held.mark_version),
     )?;
     let results = w.commit().await.map_err(zk::Error::from)?;
@@ -140,8 +164,9 @@ pub(crate) async fn own_write(
         return None;
     }
     let (data, mark) = client.get_data(&neg.paths.mark(held.slot)).await.ok()?;
-    let value = parse_mark(&data)?;
-    (mark.version == held.mark_version + 1 && attempts.contains(&value))
+    let (value, token) = parse_mark_and_token(&data)?;
+    let ours = token == Some(held.token().as_str());
+    (ours && mark.version == held.mark_version + 1 && attempts.contains(&value))
         .then_some((mark.version, value))
 }
 
@@ -165,7 +190,7 @@ pub(crate) async fn write_down(
     w.add_check_version(&neg.paths.slot(held.slot), held.slot_version)?;
     w.add_set_data(
         &neg.paths.mark(held.slot),
-        down.to_string().as_bytes(),
+        &mark_data(down, &held.token()),
         Some(held.mark_version),
     )?;
     w.add_delete(&neg.paths.slot(held.slot), Some(held.slot_version))?;
@@ -178,6 +203,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn recovery_never_lowers_the_mark() {
+        let held = Held {
+            slot: 1,
+            slot_version: 0,
+            floor: 100,
+            mark: 1_000,
+            mark_version: 3,
+            token: 7,
+        };
+        // The lost write was for 9,000 (before the clock stepped back); now we want 4,000.
+        let (after, want) = recovered(&held, 4, 9_000, 4_000);
+        assert_eq!((after.mark, after.mark_version, want), (9_000, 4, 9_000));
+        let (_, want) = recovered(&held, 4, 2_000, 4_000);
+        assert_eq!(want, 4_000);
+    }
+
+    #[test]
     fn a_renewal_never_lowers_the_mark() {
         let held = Held {
             slot: 1,
@@ -185,6 +227,7 @@ mod tests {
             floor: 100,
             mark: 5_000,
             mark_version: 3,
+            token: 7,
         };
         assert_eq!(next_mark(&held, 1_000, 3_000), 5_000, "clock stepped back");
         assert_eq!(next_mark(&held, 4_000, 3_000), 7_000);

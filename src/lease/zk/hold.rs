@@ -133,6 +133,7 @@ async fn take(
             floor: c.mark,
             mark: c.mark,
             mark_version: c.mark_version,
+            token: rand::random(),
         };
         carry.prefer = Some(c.slot);
         match wait_for_clock(neg, client, stop, carry, &held).await? {
@@ -168,7 +169,11 @@ async fn wait_for_clock(
             );
             carry.memo.far_ahead += 1;
             carry.memo.skip.insert(held.slot);
-            claim::delete_if_ours(neg, client, held.slot).await;
+            if !claim::delete_if_ours(neg, client, held.slot).await {
+                // Not given back (a passing fault): freed at the next claim, not left held
+                // until the session ends.
+                carry.memo.suspects.insert(held.slot);
+            }
             carry.prefer = None;
             return Ok(false);
         }
@@ -211,27 +216,28 @@ async fn renew(
     let horizon = neg.scheme.ticks_in(neg.cfg.horizon);
     let mut next = Duration::ZERO;
     let mut published = false;
-    let mut unreachable_counted = false;
+    // Set once the mark ran out unrenewed (counted as an `unreachable` loss, once).
+    let mut lapsed = false;
     // Marks written with no reply (the write may have been applied): our own if seen.
     let mut unconfirmed: Vec<u64> = Vec::new();
     loop {
         if let Err(i) = stop.sleep(next).await {
             let during = "while holding the lease";
-            return Err(interrupted(neg, client, Some(&held), i, during, published).await);
+            let holding = published && !lapsed;
+            return Err(interrupted(neg, client, Some(&held), i, during, holding).await);
         }
-        let want = fence::next_mark(&held, neg.now_tick(), horizon);
+        let mut want = fence::next_mark(&held, neg.now_tick(), horizon);
         let t = Instant::now();
-        let mut written = fence::write_mark(neg, client, &held, want).await;
+        let mut written = write_or_lapse(neg, client, &held, want, published, &mut lapsed).await;
         if matches!(written, Err(zk::Error::BadVersion | zk::Error::NoNode))
             && !unconfirmed.is_empty()
         {
-            // An earlier write whose reply was lost may have gone through: if the slot is
-            // still ours and the mark holds a value we wrote, carry on from there.
+            // An earlier write whose reply was lost may have gone through: if it carries this
+            // claim's token, carry on from there (never below it).
             if let Some((version, value)) = fence::own_write(neg, client, &held, &unconfirmed).await
             {
                 tracing::info!(mark = value, "an earlier mark write had gone through");
-                held.mark = held.mark.max(value);
-                held.mark_version = version;
+                (held, want) = fence::recovered(&held, version, value, want);
                 written = fence::write_mark(neg, client, &held, want).await;
             }
         }
@@ -244,12 +250,13 @@ async fn renew(
                 held.mark = want;
                 held.mark_version = version;
                 publish(neg, carry, &held, &mut published);
-                unreachable_counted = false;
+                lapsed = false;
                 unconfirmed.clear();
                 next = neg.cfg.renew_every;
             }
             Err(e) if session_gone(&e) => {
-                return Err(End::SessionGone(format!("renewing: {e}"), published))
+                let holding = published && !lapsed;
+                return Err(End::SessionGone(format!("renewing: {e}"), holding));
             }
             Err(e @ (zk::Error::BadVersion | zk::Error::NoNode)) => {
                 lost(neg, client, &held, e).await;
@@ -265,18 +272,60 @@ async fn renew(
                     .with_label_values(&["error"])
                     .inc();
                 tracing::warn!(error = %e, mark = held.mark, "could not renew the time mark");
-                if neg.now_tick() > held.mark && !unreachable_counted {
-                    unreachable_counted = true;
-                    neg.metrics
-                        .lease
-                        .losses
-                        .with_label_values(&["unreachable"])
-                        .inc();
+                if published && !lapsed && neg.now_tick() > held.mark {
+                    lapse(neg, &held, &mut lapsed);
                 }
                 next = (neg.cfg.renew_every / 4).max(Duration::from_millis(50));
             }
         }
     }
+}
+
+/// Writes the mark; if the current mark runs out while the write is still pending (ZooKeeper
+/// unreachable), says so at that moment rather than when the write finally fails.
+async fn write_or_lapse(
+    neg: &Negotiator,
+    client: &zk::Client,
+    held: &Held,
+    want: u64,
+    published: bool,
+    lapsed: &mut bool,
+) -> Result<i32, zk::Error> {
+    let write = fence::write_mark(neg, client, held, want);
+    tokio::pin!(write);
+    if !published || *lapsed {
+        return write.await;
+    }
+    let runs_out = neg.wait_past(held.mark);
+    tokio::select! {
+        r = &mut write => r,
+        _ = tokio::time::sleep(runs_out) => {
+            lapse(neg, held, lapsed);
+            write.await
+        }
+    }
+}
+
+/// The mark ran out unrenewed: the generator has stopped at it. Counted once as a loss
+/// (`unreachable`), and readiness says why until a write gets through.
+fn lapse(neg: &Negotiator, held: &Held, lapsed: &mut bool) {
+    *lapsed = true;
+    neg.metrics
+        .lease
+        .losses
+        .with_label_values(&["unreachable"])
+        .inc();
+    tracing::warn!(
+        slot = held.slot,
+        mark = held.mark,
+        "lease lost: the time mark ran out while ZooKeeper could not be written"
+    );
+    neg.tx.send_replace(LeaseState::Lost {
+        reason: format!(
+            "slot {}'s time mark ran out: ZooKeeper cannot be written",
+            held.slot
+        ),
+    });
 }
 
 /// Publishes the lease after a successful mark write (a new generation the first time).

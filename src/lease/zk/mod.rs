@@ -21,6 +21,7 @@
 mod claim;
 mod fence;
 mod hold;
+mod params;
 pub mod pool;
 mod session;
 mod stop;
@@ -61,6 +62,9 @@ pub struct ZkConfig {
     pub auth: Option<String>,
     /// The Kubernetes pod this instance runs in, shown in the slot's owner record.
     pub pod: Option<String>,
+    /// What shapes the pool's ID space (name, value): recorded when the pool is created;
+    /// an instance whose parameters differ refuses to join.
+    pub pool_params: Vec<(String, String)>,
 }
 
 /// Whether `e` means the session is gone for good (a new one is needed).

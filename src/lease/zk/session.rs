@@ -5,7 +5,7 @@
 use super::hold::{self, Carry, End};
 use super::stop::{Interrupted, Stop};
 use super::tree::acls;
-use super::{pool, session_gone, Negotiator};
+use super::{params, pool, session_gone, Negotiator};
 use crate::lease::{Issued, LeaseError, LeaseState};
 use crate::metrics::Metrics;
 use std::sync::Arc;
@@ -87,8 +87,15 @@ pub(crate) async fn run(
         );
         // Nodes a previous session may have left belong to it alone: this one starts afresh.
         carry.memo.suspects.clear();
-        let end = match make_namespace(&neg, &client, &mut stop).await {
-            Ok(()) => hold::serve(&neg, &client, &mut stop, &mut carry).await,
+        let agreed = match make_namespace(&neg, &client, &mut stop).await {
+            Ok(()) => params::agree(&neg, &client).await,
+            Err(end) => Err(end),
+        };
+        let end = match agreed {
+            Ok(version) => {
+                carry.memo.params_version = version;
+                hold::serve(&neg, &client, &mut stop, &mut carry).await
+            }
             Err(end) => end,
         };
         gauges.abort();

@@ -30,6 +30,10 @@ impl Paths {
     pub fn marks(&self) -> String {
         format!("{}/marks", self.base)
     }
+    /// The pool's parameters (JSON), written once when the pool is created.
+    pub fn params(&self) -> String {
+        format!("{}/params", self.base)
+    }
     pub fn slot(&self, n: u32) -> String {
         format!("{}/slots/{n}", self.base)
     }
@@ -85,9 +89,27 @@ pub fn parse_owner(data: &[u8]) -> Option<Owner> {
     serde_json::from_slice(data).ok()
 }
 
-/// Parses a mark node's data: decimal ticks.
+/// Parses a mark node's data: decimal ticks, optionally followed by a space and the token
+/// of the claim that wrote it (see `fence`).
 pub fn parse_mark(data: &[u8]) -> Option<u64> {
-    std::str::from_utf8(data).ok()?.trim().parse().ok()
+    parse_mark_and_token(data).map(|(m, _)| m)
+}
+
+/// A mark node's ticks and writer's token (`None` for marks written without one).
+pub fn parse_mark_and_token(data: &[u8]) -> Option<(u64, Option<&str>)> {
+    let text = std::str::from_utf8(data).ok()?.trim();
+    let mut parts = text.split(' ');
+    let mark = parts.next()?.parse().ok()?;
+    let token = parts.next();
+    if parts.next().is_some() {
+        return None;
+    }
+    Some((mark, token))
+}
+
+/// A mark node's data: the ticks and the writing claim's token.
+pub fn mark_data(mark: u64, token: &str) -> Vec<u8> {
+    format!("{mark} {token}").into_bytes()
 }
 
 /// ACLs for nodes idcar creates: creator-only under digest auth, else open.
