@@ -11,7 +11,12 @@
 //!    the session is established) and start-to-lease, medians over repeated claims;
 //! 2. 65 started together: time until all 64 slots are held, and until the 65th reports the
 //!    pool exhausted;
-//! 3. steady-state ZooKeeper writes per holder (renewals per second).
+//! 3. steady-state ZooKeeper writes per holder (renewals per second);
+//! 4. with `--sidecars N` (e.g. 1000) over `--clusters C` (16): a rolling restart, as a
+//!    Deployment does it — all N start and hold; then every sidecar in turn is released and
+//!    replaced by a new one, `--surge` at a time. Reports the time until all N held at first,
+//!    the rolling restart's duration, claim latency p50/p99 of the replacements, and
+//!    ZooKeeper writes/s at steady state for the N holders.
 
 use clap::Parser;
 use idcar::clock::SystemClock;
@@ -33,6 +38,15 @@ struct Args {
     /// How long to count renewals.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     renew_window: Duration,
+    /// Sidecars for the rolling-restart phase (0: skip it).
+    #[arg(long, default_value_t = 0)]
+    sidecars: usize,
+    /// Clusters the sidecars are spread over (each pool has 64 slots).
+    #[arg(long, default_value_t = 16)]
+    clusters: u8,
+    /// Sidecars replaced at a time in the rolling restart.
+    #[arg(long, default_value_t = 25)]
+    surge: usize,
 }
 
 fn config(connect: &str, root: &str, cluster: u8) -> ZkConfig {
@@ -144,6 +158,74 @@ async fn main() -> anyhow::Result<()> {
         args.renew_window
     );
     for (lease, _) in all {
+        lease.release(None).await?;
+    }
+    if args.sidecars > 0 {
+        rolling_restart(&args, &format!("{root}/rolling")).await?;
+    }
+    Ok(())
+}
+
+fn percentile(v: &mut [Duration], p: f64) -> Duration {
+    v.sort();
+    v[((v.len() - 1) as f64 * p).round() as usize]
+}
+
+/// Phase 4: N sidecars over C clusters, then every one replaced, `surge` at a time.
+async fn rolling_restart(args: &Args, root: &str) -> anyhow::Result<()> {
+    let n = args.sidecars;
+    let cluster = |i: usize| (i % usize::from(args.clusters.max(1))) as u8;
+    let t = Instant::now();
+    let mut fleet: Vec<_> = (0..n)
+        .map(|i| negotiator(config(&args.zk, root, cluster(i))))
+        .collect();
+    for (lease, _) in &fleet {
+        held(lease, Duration::from_secs(120)).await?;
+    }
+    println!(
+        "rolling restart: {n} sidecars over {} clusters all held after {:.1?}",
+        args.clusters,
+        t.elapsed()
+    );
+    let writes = |fleet: &[(LeaseHandle, Arc<Metrics>)]| -> u64 {
+        fleet
+            .iter()
+            .map(|(_, m)| m.lease.renewals.with_label_values(&["ok"]).get())
+            .sum()
+    };
+    let before = writes(&fleet);
+    tokio::time::sleep(args.renew_window).await;
+    println!(
+        "  steady state: {:.0} ZooKeeper writes/s for {n} holders",
+        (writes(&fleet) - before) as f64 / args.renew_window.as_secs_f64()
+    );
+    let t = Instant::now();
+    let mut latencies = Vec::with_capacity(n);
+    for start in (0..n).step_by(args.surge.max(1)) {
+        let end = (start + args.surge).min(n);
+        for i in start..end {
+            // Release the old one (SIGTERM), then its replacement starts.
+            let (old, _) = std::mem::replace(
+                &mut fleet[i],
+                negotiator(config(&args.zk, root, cluster(i))),
+            );
+            old.release(None).await?;
+        }
+        for (lease, m) in &fleet[start..end] {
+            held(lease, Duration::from_secs(120)).await?;
+            let claim = Duration::from_secs_f64(m.lease.claim_seconds.get_sample_sum());
+            latencies.push(claim.max(Duration::ZERO));
+        }
+    }
+    let took = t.elapsed();
+    println!(
+        "  rolling restart of {n} ({} at a time): {took:.1?}; claim latency p50 {:.1?}, p99 {:.1?}, max {:.1?}",
+        args.surge,
+        percentile(&mut latencies, 0.5),
+        percentile(&mut latencies, 0.99),
+        latencies.iter().max().unwrap()
+    );
+    for (lease, _) in fleet {
         lease.release(None).await?;
     }
     Ok(())

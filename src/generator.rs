@@ -193,6 +193,28 @@ impl Generator {
         self.exhausted
     }
 
+    /// Whether an ID could be issued at wall-clock tick `now`, without issuing one: a window
+    /// is held, `now` has not passed its mark, the clock is not behind beyond what running
+    /// ahead can cover, and the time field is not exhausted. Readiness asks this.
+    pub fn can_issue(&self, now: u64) -> Result<(), Refusal> {
+        let w = self.window.ok_or(Refusal::NoLease)?;
+        if now > w.mark {
+            return Err(Refusal::MarkReached { mark: w.mark });
+        }
+        let tick = self.tick.max(now);
+        if tick > self.scheme.max_tick {
+            return Err(Refusal::TimeOverflow {
+                tick,
+                max: self.scheme.max_tick,
+            });
+        }
+        if now < self.tick && self.tick >= w.mark && self.next_seq > self.scheme.seq_max {
+            // Behind the last tick issued, with nothing left to run ahead into.
+            return Err(Refusal::ClockBehind { mark: w.mark });
+        }
+        Ok(())
+    }
+
     /// Issues up to `want` IDs at wall-clock tick `now`, all from one tick.
     #[inline]
     pub fn take(&mut self, now: u64, want: u32) -> Result<Take, Refusal> {
@@ -302,6 +324,20 @@ mod tests {
             generation: 1,
         }));
         g
+    }
+
+    #[test]
+    fn can_issue_agrees_with_take() {
+        let mut g = Generator::new(scheme());
+        assert_eq!(g.can_issue(10), Err(Refusal::NoLease));
+        g = held(100, 200);
+        assert_eq!(g.can_issue(150), Ok(()));
+        assert_eq!(g.can_issue(201), Err(Refusal::MarkReached { mark: 200 }));
+        assert!(g.take(201, 1).is_err());
+        // Spend the mark's tick, then step the clock back: nothing left to run ahead into.
+        while let Ok(Take::Run(_)) = g.take(200, 64) {}
+        assert_eq!(g.can_issue(150), Err(Refusal::ClockBehind { mark: 200 }));
+        assert!(g.take(150, 1).is_err());
     }
 
     #[test]

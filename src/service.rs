@@ -157,20 +157,22 @@ impl Service {
         self.draining.store(true, Ordering::SeqCst);
     }
 
-    /// Whether a valid lease is held and its mark is not yet reached.
+    /// Whether an ID can be issued at this moment: a valid lease is held, the wall clock is
+    /// inside its window, and the generator has room (not merely "a lease was published").
     pub fn ready(&self) -> Result<(), String> {
         if self.draining.load(Ordering::SeqCst) {
             return Err("shutting down".into());
         }
-        match self.generator().window() {
-            Some(w) if self.now_tick() <= w.mark => Ok(()),
-            Some(_) => Err("lease mark reached and not renewed".into()),
-            None => Err(self
+        let now = self.now_tick();
+        match self.generator().can_issue(now) {
+            Ok(()) => Ok(()),
+            Err(Refusal::NoLease) => Err(self
                 .lease
                 .borrow()
                 .reason()
                 .unwrap_or("no lease")
                 .to_string()),
+            Err(r) => Err(r.to_string()),
         }
     }
 

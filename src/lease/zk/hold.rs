@@ -111,7 +111,7 @@ async fn take(
                 if let Err(i) = stop.sleep(retry).await {
                     return Err(interrupted(neg, client, None, i, "while claiming", false).await);
                 }
-                retry = (retry * 2).min(Duration::from_secs(5));
+                retry = (retry * 2).min(Duration::from_secs(1));
                 continue;
             }
         };

@@ -30,7 +30,12 @@ pub async fn connect(
     auth: Option<&str>,
     retry: Retry,
 ) -> Result<zk::Client, zk::Error> {
-    let mut c = zk::Client::connector().with_session_timeout(session_timeout);
+    // A short connection timeout: a server that drops packets is given up on within a second,
+    // not two fifths of the session timeout.
+    let connection_timeout = (session_timeout * 2 / 5).min(Duration::from_secs(1));
+    let mut c = zk::Client::connector()
+        .with_session_timeout(session_timeout)
+        .with_connection_timeout(connection_timeout);
     if retry == Retry::FailFast {
         c = c.with_fail_eagerly();
     }
@@ -124,6 +129,9 @@ pub(crate) async fn run(
     }
 }
 
+/// New sessions are attempted at least this often while ZooKeeper does not answer.
+const RETRY_AT_LEAST_EVERY: Duration = Duration::from_secs(1);
+
 /// What an attempt to open a session gave.
 enum Opened {
     Client(zk::Client),
@@ -136,11 +144,13 @@ enum Opened {
 /// Opens a session; on a passing failure waits `backoff` (doubling it, up to 5 s).
 async fn open(neg: &Negotiator, stop: &mut Stop, backoff: &mut Duration) -> Opened {
     let cfg = &neg.cfg;
+    // Fail fast and retry here, at least once a second: the client's own schedule backs off
+    // for seconds, so after a long outage IDs would flow again only seconds after ZooKeeper.
     let connecting = connect(
         &cfg.connect,
         cfg.session_timeout,
         cfg.auth.as_deref(),
-        Retry::UntilConnected,
+        Retry::FailFast,
     );
     match stop.or(connecting).await {
         Err(_) => Opened::Released,
@@ -154,7 +164,7 @@ async fn open(neg: &Negotiator, stop: &mut Stop, backoff: &mut Duration) -> Open
             if stop.sleep(*backoff).await.is_err() {
                 return Opened::Released;
             }
-            *backoff = (*backoff * 2).min(Duration::from_secs(5));
+            *backoff = (*backoff * 2).min(RETRY_AT_LEAST_EVERY);
             Opened::Retry
         }
     }
@@ -198,7 +208,7 @@ async fn make_namespace(neg: &Negotiator, client: &zk::Client, stop: &mut Stop) 
                             return Err(End::SessionGone("session ended".into(), false))
                         }
                     }
-                    retry = (retry * 2).min(Duration::from_secs(5));
+                    retry = (retry * 2).min(Duration::from_secs(1));
                 }
             }
         }

@@ -1,0 +1,325 @@
+//! The ZooKeeper lease's remaining holes, each against real ZooKeeper: pool parameters, a
+//! stolen lease, an outage (metrics and a bounded shutdown), a network partition of the holder
+//! while a successor takes its slot, and (static mode) the clock-wait slack.
+
+mod common;
+
+use common::proxy::Proxy;
+use common::zk::Zk;
+use common::*;
+use nix::sys::signal::Signal;
+use std::time::{Duration, Instant};
+
+/// `serve` arguments for ZooKeeper mode with short test timings; `extra` flags replace the
+/// defaults they name.
+fn zk_args(connect: &str, extra: &[&str]) -> Vec<String> {
+    let defaults = [
+        ("--zk", connect),
+        ("--zk-session-timeout", "1s"),
+        ("--lease-horizon", "2s"),
+        ("--renew-interval", "300ms"),
+        ("--threads", "1"),
+    ];
+    let mut v = Vec::new();
+    for (flag, value) in defaults {
+        if !extra.contains(&flag) {
+            v.push(flag.to_string());
+            v.push(value.to_string());
+        }
+    }
+    v.extend(extra.iter().map(|s| s.to_string()));
+    v
+}
+
+async fn start(connect: &str, extra: &[&str]) -> Idcar {
+    let args = zk_args(connect, extra);
+    Idcar::start(&args.iter().map(String::as_str).collect::<Vec<_>>()).await
+}
+
+/// Waits (bounded) for the process to exit; its exit status and log.
+async fn exits(i: &mut Idcar, limit: Duration) -> (std::process::ExitStatus, String) {
+    let st = i.wait_exit(limit).await;
+    (st, i.logs())
+}
+
+/// An instance whose ID-shaping parameters differ from the pool's refuses to start, naming
+/// the parameter and both values; one that agrees joins.
+#[tokio::test]
+async fn mismatched_pool_parameters_are_refused() {
+    let zk = Zk::standalone();
+    let c = zk.connect();
+    let mut first = start(&c, &["--layout", "si53", "--mid-bits", "5"]).await;
+    first.wait_ready(Duration::from_secs(15)).await;
+    let mut odd = start(&c, &["--layout", "si53", "--mid-bits", "7"]).await;
+    let (st, log) = exits(&mut odd, Duration::from_secs(15)).await;
+    assert!(!st.success(), "{log}");
+    assert!(
+        log.contains("--mid-bits: the pool has 5, this instance 7"),
+        "{log}"
+    );
+    let mut odd = start(&c, &["--layout", "si53", "--base-clock", "1600000000000"]).await;
+    let (st, log) = exits(&mut odd, Duration::from_secs(15)).await;
+    assert!(
+        !st.success() && log.contains("--base-clock: the pool has"),
+        "{log}"
+    );
+    let mut same = start(&c, &["--layout", "si53", "--mid-bits", "5"]).await;
+    same.wait_ready(Duration::from_secs(15)).await;
+    // muid128's medallion base likewise.
+    let mut m = start(&c, &["--layout", "muid128"]).await;
+    m.wait_ready(Duration::from_secs(15)).await;
+    let mut odd = start(
+        &c,
+        &["--layout", "muid128", "--medallion-base", "0x20000000000"],
+    )
+    .await;
+    let (st, log) = exits(&mut odd, Duration::from_secs(15)).await;
+    assert!(
+        !st.success() && log.contains("--medallion-base: the pool has"),
+        "{log}"
+    );
+    for i in [&mut first, &mut same, &mut m] {
+        i.stop_ok().await;
+    }
+}
+
+/// Someone else writes the holder's mark: the holder stops at once, counts a `stolen` loss,
+/// and claims again, issuing only above the mark written.
+#[tokio::test]
+async fn a_stolen_lease_is_lost_counted_and_claimed_again() {
+    let zk = Zk::standalone();
+    let mut a = start(&zk.connect(), &["--pool-size", "1", "--cluster-id", "4"]).await;
+    a.wait_ready(Duration::from_secs(15)).await;
+    let c = idcar::lease::zk::connect(
+        &zk.connect(),
+        Duration::from_secs(5),
+        None,
+        idcar::lease::zk::Retry::UntilConnected,
+    )
+    .await
+    .unwrap();
+    let path = "/idcar/lable64/4/marks/0";
+    let (data, _) = c.get_data(path).await.unwrap();
+    let theirs = idcar::lease::zk::tree::parse_mark(&data).unwrap() + 1_000;
+    c.set_data(path, theirs.to_string().as_bytes(), None)
+        .await
+        .unwrap();
+    a.wait_metric(
+        "idcar_lease_losses_total{reason=\"stolen\"}",
+        Duration::from_secs(10),
+        |v| v == 1.0,
+    )
+    .await;
+    a.wait_ready(Duration::from_secs(15)).await;
+    let ids = a.take(100).await.unwrap();
+    for id in ids {
+        let ts = idcar::layout::lable64::Fields::unpack(id)
+            .unwrap()
+            .timestamp_ms;
+        assert!(ts > theirs, "{ts} not above the foreign mark {theirs}");
+    }
+    assert_eq!(
+        a.metric("idcar_lease_losses_total{reason=\"expired\"}")
+            .await,
+        Some(0.0)
+    );
+    a.stop_ok().await;
+}
+
+/// ZooKeeper goes away for longer than the horizon (not the session): the mark runs out and
+/// that is counted as `unreachable` at once; readiness says so; a SIGTERM meanwhile exits
+/// within `--shutdown-grace` instead of waiting out the session.
+#[tokio::test]
+async fn an_outage_is_counted_as_unreachable_and_shutdown_stays_bounded() {
+    let mut zk = Zk::standalone();
+    let mut a = start(
+        &zk.connect(),
+        &[
+            "--zk-session-timeout",
+            "20s",
+            "--lease-horizon",
+            "1s",
+            "--max-clock-wait",
+            "5s",
+            "--shutdown-grace",
+            "2s",
+        ],
+    )
+    .await;
+    a.wait_ready(Duration::from_secs(15)).await;
+    zk.kill(0);
+    a.wait_metric(
+        "idcar_lease_losses_total{reason=\"unreachable\"}",
+        Duration::from_secs(6),
+        |v| v == 1.0,
+    )
+    .await;
+    let (status, body) = a.admin_get("/readyz").await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(a.metric("idcar_lease_held").await, Some(0.0));
+    let t = Instant::now();
+    a.signal(Signal::SIGTERM);
+    let st = a.wait_exit(Duration::from_secs(15)).await;
+    let took = t.elapsed();
+    assert!(took < Duration::from_secs(4), "shutdown took {took:?}");
+    // It could not release: not a clean exit, and it says why.
+    assert!(!st.success());
+    assert!(a.logs().contains("--shutdown-grace"), "{}", a.logs());
+}
+
+/// The holder is cut off from ZooKeeper by a network partition (packets silently dropped)
+/// while a successor takes its slot; both are hammered throughout. No duplicates; the holder
+/// stops within its horizon; the successor serves after the holder's session expires; after
+/// the partition heals the old holder never issues from the slot again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partitioned_holder_stops_and_its_successor_takes_over() {
+    let zk = Zk::standalone();
+    let proxy = Proxy::start(zk.connect()).await;
+    let via_proxy = format!("127.0.0.1:{}", proxy.port);
+    let common = [
+        "--pool-size",
+        "1",
+        "--cluster-id",
+        "6",
+        "--zk-session-timeout",
+        "2s",
+    ];
+    let a = start(&via_proxy, &common).await;
+    a.wait_ready(Duration::from_secs(15)).await;
+    let b = start(&zk.connect(), &common).await;
+    let (mut ids, _) = hammer(&a, Instant::now() + Duration::from_millis(300)).await;
+
+    let cut = Instant::now();
+    proxy.blackhole(true);
+    let until = cut + Duration::from_secs(9);
+    let (ha, hb) = tokio::join!(hammer(&a, until), hammer(&b, until));
+    let (from_a, from_b) = (ha.0, hb.0);
+    let last_a = from_a
+        .iter()
+        .map(|id| {
+            idcar::layout::lable64::Fields::unpack(*id)
+                .unwrap()
+                .timestamp_ms
+        })
+        .max()
+        .unwrap_or(0);
+    let first_b = from_b
+        .iter()
+        .map(|id| {
+            idcar::layout::lable64::Fields::unpack(*id)
+                .unwrap()
+                .timestamp_ms
+        })
+        .min()
+        .expect("the successor issued IDs");
+    let cut_ms = now_ms() - cut.elapsed().as_millis() as u64;
+    eprintln!(
+        "partition: holder issued {} IDs after the cut, the last {} ms after it (horizon 2 s); \
+         successor issued {} IDs, the first {} ms after the cut",
+        from_a.len(),
+        last_a.saturating_sub(cut_ms),
+        from_b.len(),
+        first_b.saturating_sub(cut_ms)
+    );
+    assert!(
+        last_a <= cut_ms + 2_500,
+        "the holder issued past its horizon"
+    );
+    assert!(first_b > last_a, "the successor overlapped the holder");
+    ids.extend(&from_a);
+    ids.extend(&from_b);
+
+    // Healed: the old holder's session is gone; it must not issue from slot 0 again while the
+    // successor holds it (the pool has one slot, so it waits).
+    proxy.blackhole(false);
+    let (after, _) = hammer(&a, Instant::now() + Duration::from_secs(3)).await;
+    assert!(
+        after.is_empty(),
+        "the old holder issued {} IDs after healing",
+        after.len()
+    );
+    let (more_b, refused) = hammer(&b, Instant::now() + Duration::from_millis(500)).await;
+    assert_eq!(refused, 0);
+    ids.extend(&more_b);
+    assert_unique(&ids);
+    assert_eq!(b.metric("idcar_lease_slot").await, Some(0.0));
+}
+
+/// Static mode with `--max-clock-wait` equal to the horizon, ugd60 (1 s ticks): after a crash
+/// the stored mark is up to a horizon and two ticks ahead, and start-up waits it out instead
+/// of exiting with a spurious "clock behind".
+#[tokio::test]
+async fn a_clock_wait_equal_to_the_horizon_waits_out_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "--layout",
+        "ugd60",
+        "--lease-horizon",
+        "2s",
+        "--renew-interval",
+        "1s",
+        "--max-clock-wait",
+        "2s",
+    ];
+    let dir_path = dir.path().to_path_buf();
+    let mut a = Idcar::start_in(dir, &args).await;
+    a.wait_ready(Duration::from_secs(10)).await;
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    a.signal(Signal::SIGKILL);
+    a.wait_exit(Duration::from_secs(5)).await;
+    let admin = format!("127.0.0.1:{}", free_port());
+    let started = Instant::now();
+    let mut again = serve_cmd(&dir_path, &admin, &args).spawn().unwrap();
+    loop {
+        if let Some(st) = again.try_wait().unwrap() {
+            panic!(
+                "exited ({st:?}) instead of waiting: {}",
+                std::fs::read_to_string(dir_path.join("idcar.log")).unwrap_or_default()
+            );
+        }
+        if idcar::probe::get(admin.parse().unwrap(), "/readyz", Duration::from_secs(1))
+            .is_ok_and(|(s, _)| s == 200)
+        {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "never ready");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = again.kill();
+    let _ = again.wait();
+}
+
+/// After a full outage longer than the session, IDs flow again within about a second of
+/// ZooKeeper answering, whatever the outage's length (new sessions are tried at least once a
+/// second, with a short connect timeout).
+#[tokio::test]
+async fn ids_flow_again_within_a_second_of_zookeeper_returning() {
+    let mut zk = Zk::standalone();
+    let a = start(
+        &zk.connect(),
+        &["--lease-horizon", "1s", "--max-clock-wait", "5s"],
+    )
+    .await;
+    a.wait_ready(Duration::from_secs(15)).await;
+    let mut recoveries = Vec::new();
+    for outage in [Duration::from_millis(4_500), Duration::from_millis(9_700)] {
+        zk.kill(0);
+        tokio::time::sleep(outage).await;
+        zk.restart(0);
+        let back = Instant::now();
+        let deadline = back + Duration::from_secs(15);
+        while a.take(1).await.is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "no IDs after recovery: {}",
+                a.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        recoveries.push(back.elapsed());
+    }
+    eprintln!("IDs flowed again {recoveries:?} after ZooKeeper answered (outages 4.5 s, 9.7 s)");
+    for r in &recoveries {
+        assert!(*r < Duration::from_millis(2_500), "recovery took {r:?}");
+    }
+}
