@@ -203,12 +203,10 @@ async fn rolling_restart(args: &Args, root: &str) -> anyhow::Result<()> {
     let mut latencies = Vec::with_capacity(n);
     for start in (0..n).step_by(args.surge.max(1)) {
         let end = (start + args.surge).min(n);
-        for i in start..end {
+        for (i, slot) in fleet.iter_mut().enumerate().take(end).skip(start) {
             // Release the old one (SIGTERM), then its replacement starts.
-            let (old, _) = std::mem::replace(
-                &mut fleet[i],
-                negotiator(config(&args.zk, root, cluster(i))),
-            );
+            let fresh = negotiator(config(&args.zk, root, cluster(i)));
+            let (old, _) = std::mem::replace(slot, fresh);
             old.release(None).await?;
         }
         for (lease, m) in &fleet[start..end] {
