@@ -627,6 +627,58 @@ mod tests {
             }
         }
 
+        /// Across window changes — renewals moving the mark, the slot lost and claimed again
+        /// (from the mark last written, as the lease does), another slot — and a clock
+        /// stepping both ways: no (slot, tick, seq) is issued twice, and every tick is inside
+        /// the window in force when it was issued.
+        #[test]
+        fn never_repeats_across_window_changes(
+            ops in proptest::collection::vec((0u8..6, -60i64..60, 1u32..100), 1..400),
+        ) {
+            let mut g = Generator::new(scheme());
+            let mut marks = [0u64; 2];
+            let mut win: Option<Window> = None;
+            let mut generation = 0;
+            let mut now = 1_000i64;
+            let mut seen = std::collections::HashSet::new();
+            for (op, dt, x) in ops {
+                now = (now + dt).max(0);
+                match op {
+                    // Claim slot 0 or 1 again: the floor is the mark last written for it.
+                    0 | 1 => {
+                        let slot = u32::from(op);
+                        let floor = marks[op as usize];
+                        let mark = floor.max(now as u64) + u64::from(x);
+                        marks[op as usize] = mark;
+                        generation += 1;
+                        win = Some(Window { slot, floor, mark, generation });
+                        g.set_window(win);
+                    }
+                    // Renew: the mark moves up (never down).
+                    2 => if let Some(w) = win.as_mut() {
+                        w.mark = w.mark.max(now as u64 + u64::from(x));
+                        marks[w.slot as usize] = w.mark;
+                        g.set_window(win);
+                    },
+                    // Lost: no window.
+                    3 => {
+                        win = None;
+                        g.set_window(None);
+                    }
+                    _ => {
+                        if let Ok(Take::Run(r)) = g.take(now as u64, x) {
+                            let w = win.expect("a run only with a window");
+                            prop_assert!(r.tick > w.floor && r.tick <= w.mark);
+                            prop_assert_eq!(r.slot, w.slot);
+                            for seq in r.seq..r.seq + r.len {
+                                prop_assert!(seen.insert((r.slot, r.tick, seq)), "repeated");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+
         /// Whatever the clock does, issued (tick, seq) pairs strictly increase and stay in
         /// (floor, mark].
         #[test]

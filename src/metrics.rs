@@ -91,6 +91,8 @@ pub struct Metrics {
     pub sequence_waits: IntCounter,
     pub sequence_overflow_ticks: IntCounter,
     pub clock_regressions: IntCounter,
+    /// 1 while a clock is found stalled, by `clock` (`wall`, `monotonic`).
+    pub clock_stalled: IntGaugeVec,
     pub refusals: IntCounterVec,
     /// The lease's and the ZooKeeper session's metrics.
     pub lease: LeaseMetrics,
@@ -255,6 +257,18 @@ impl Metrics {
                 "idcar_clock_regressions_total",
                 "Times the wall clock was seen stepping back behind the last issued time",
             ),
+            clock_stalled: {
+                let g = r.gauges(
+                    "idcar_clock_stalled",
+                    "1 while a clock is not advancing against the kernel's monotonic clock \
+                     (IDs cannot be timed; not ready), by clock",
+                    &["clock"],
+                );
+                for c in ["wall", "monotonic"] {
+                    g.with_label_values(&[c]).set(0);
+                }
+                g
+            },
             refusals: r.counters(
                 "idcar_refusals_total",
                 "Requests refused for lack of a usable lease, by reason",

@@ -5,7 +5,7 @@
 //! sequence is spent the request waits for the next tick on the precise [`Timer`], bounded by
 //! the request timeout.
 
-use crate::clock::Clock;
+use crate::clock::{kernel_monotonic_ns, Clock, ClockFaults};
 use crate::generator::{Generator, Issued, Refusal, Take};
 use crate::layout::{Layout, RequestOptions, Scheme};
 use crate::lease::LeaseState;
@@ -52,6 +52,8 @@ pub struct Service {
     scheme: Scheme,
     generator: Mutex<Generator>,
     clock: Arc<dyn Clock>,
+    /// Clocks found stalled (set by [`crate::clock::watch_clocks`] where one runs).
+    clock_faults: Arc<ClockFaults>,
     timer: Timer,
     metrics: Arc<Metrics>,
     lease: watch::Receiver<LeaseState>,
@@ -89,6 +91,7 @@ impl Service {
             scheme,
             generator: Mutex::new(generator),
             clock,
+            clock_faults: Arc::default(),
             timer: Timer::new()?,
             metrics,
             lease,
@@ -117,6 +120,11 @@ impl Service {
 
     pub fn limits(&self) -> Limits {
         self.limits
+    }
+
+    /// Where a clock watchdog reports stalled clocks; readiness follows it.
+    pub fn clock_faults(&self) -> Arc<ClockFaults> {
+        self.clock_faults.clone()
     }
 
     fn generator(&self) -> MutexGuard<'_, Generator> {
@@ -163,6 +171,9 @@ impl Service {
         if self.draining.load(Ordering::SeqCst) {
             return Err("shutting down".into());
         }
+        if let Some(why) = self.clock_faults.fault() {
+            return Err(why.into());
+        }
         let now = self.now_tick();
         match self.generator().can_issue(now) {
             Ok(()) => Ok(()),
@@ -208,8 +219,10 @@ impl Service {
         self.layout.check(ask).map_err(IssueError::BadOption)?;
         self.metrics.batch_size.observe(count as f64);
         let mut left = if ask.transaction { 1 } else { count as u32 };
-        let now = Instant::now();
-        let deadline = now.checked_add(self.limits.max_wait).unwrap_or(now);
+        let start = Instant::now();
+        let deadline = start.checked_add(self.limits.max_wait).unwrap_or(start);
+        // Tick waits are bounded on the kernel's clock (see `crate::timer`): set at the first.
+        let mut wait_deadline: Option<u64> = None;
         let _turn = match self.lane.try_lock() {
             Ok(turn) => turn,
             Err(_) => match tokio::time::timeout_at(deadline.into(), self.lane.lock()).await {
@@ -263,8 +276,12 @@ impl Service {
             };
             self.metrics.sequence_waits.inc();
             self.note_overflow(tick);
-            let now = Instant::now();
-            if now >= deadline {
+            let k = kernel_monotonic_ns();
+            let end = *wait_deadline.get_or_insert_with(|| {
+                let left = self.limits.max_wait.saturating_sub(start.elapsed());
+                k.saturating_add(u64::try_from(left.as_nanos()).unwrap_or(u64::MAX))
+            });
+            if k >= end {
                 self.metrics
                     .refusals
                     .with_label_values(&["timed_out"])
@@ -280,8 +297,9 @@ impl Service {
                 .scheme
                 .tick_start_ns(tick + chunk - 1)
                 .saturating_sub(now_ns);
-            let wake = (now + Duration::from_nanos(until)).min(deadline);
-            self.timer.sleep_until(wake).await;
+            self.timer
+                .sleep(Duration::from_nanos(until.min(end - k)))
+                .await;
         }
     }
 

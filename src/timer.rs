@@ -1,75 +1,87 @@
-//! Sub-millisecond sleeps for tick waits, without blocking the async runtime.
+//! Precise sleeps for tick waits, without blocking the async runtime and without trusting one
+//! clock.
 //!
 //! tokio's timer has millisecond granularity and rounds up, so a task that waits for the next
 //! millisecond tick with `tokio::time::sleep` often wakes a whole tick late — which halves the
-//! throughput of a 1 ms layout under load. [`Timer`] sleeps the long part of a wait on tokio's
-//! timer and the last stretch on one dedicated thread that waits on a channel with a timeout
-//! (tens of microseconds late at most), then wakes the task through a oneshot.
+//! throughput of a 1 ms layout under load. It also reads std's monotonic clock, which a frozen
+//! clock (libfaketime, a hypervisor bug) stops for good. [`Timer`] hands each wait to one
+//! dedicated thread that keeps deadlines on the kernel's monotonic clock
+//! ([`kernel_monotonic_ns`]) and sleeps relatively (tens of microseconds late at most), then
+//! wakes the task through a oneshot.
 
+use crate::clock::kernel_monotonic_ns;
 use std::collections::BTreeMap;
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::sync::mpsc::{self, TryRecvError};
+use std::time::Duration;
 use tokio::sync::oneshot;
 
-/// Waits shorter than this go to the precise thread entirely.
-const PRECISE_SPAN: Duration = Duration::from_millis(2);
+/// The longest the thread sleeps before looking for new waits (which may end sooner).
+const SLICE: Duration = Duration::from_millis(1);
+
+type Wait = (u64, oneshot::Sender<()>);
 
 /// A handle to the timer thread; the thread ends when the last handle is dropped.
 #[derive(Debug, Clone)]
 pub struct Timer {
-    tx: mpsc::Sender<(Instant, oneshot::Sender<()>)>,
+    tx: mpsc::Sender<Wait>,
 }
 
 impl Timer {
     pub fn new() -> std::io::Result<Timer> {
-        let (tx, rx) = mpsc::channel::<(Instant, oneshot::Sender<()>)>();
+        let (tx, rx) = mpsc::channel::<Wait>();
         std::thread::Builder::new()
             .name("idcar-timer".into())
             .spawn(move || run(rx))?;
         Ok(Timer { tx })
     }
 
-    /// Completes at `deadline` (or at once if it has passed).
-    pub async fn sleep_until(&self, deadline: Instant) {
-        let now = Instant::now();
-        if deadline <= now {
+    /// Completes after `d` has passed on the kernel's monotonic clock.
+    pub async fn sleep(&self, d: Duration) {
+        if d.is_zero() {
             return;
         }
-        if deadline - now > PRECISE_SPAN {
-            tokio::time::sleep_until((deadline - PRECISE_SPAN / 2).into()).await;
-        }
+        let at =
+            kernel_monotonic_ns().saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
         let (tx, rx) = oneshot::channel();
-        if self.tx.send((deadline, tx)).is_err() {
+        if self.tx.send((at, tx)).is_err() {
             // The thread is gone (it never exits while handles live): fall back to tokio.
-            tokio::time::sleep_until(deadline.into()).await;
+            tokio::time::sleep(d).await;
             return;
         }
         let _ = rx.await;
     }
 }
 
-fn run(rx: mpsc::Receiver<(Instant, oneshot::Sender<()>)>) {
+fn run(rx: mpsc::Receiver<Wait>) {
     // Keyed by deadline, then by arrival so equal deadlines do not collide.
-    let mut waits: BTreeMap<(Instant, u64), oneshot::Sender<()>> = BTreeMap::new();
+    let mut waits: BTreeMap<(u64, u64), oneshot::Sender<()>> = BTreeMap::new();
     let mut n = 0u64;
+    let mut open = true;
     loop {
-        let next = waits.first_key_value().map(|(&(at, _), _)| at);
-        let msg = match next {
-            None => rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected),
-            Some(at) => rx.recv_timeout(at.saturating_duration_since(Instant::now())),
-        };
-        match msg {
-            Ok((at, tx)) => {
-                n += 1;
-                waits.insert((at, n), tx);
+        if waits.is_empty() {
+            if !open {
+                return;
             }
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => match next {
-                None => return,
-                Some(at) => std::thread::sleep(at.saturating_duration_since(Instant::now())),
-            },
+            // Nothing to time: block without a timeout (no clock involved, no polling).
+            match rx.recv() {
+                Ok((at, tx)) => {
+                    n += 1;
+                    waits.insert((at, n), tx);
+                }
+                Err(_) => return,
+            }
         }
-        let now = Instant::now();
+        while open {
+            match rx.try_recv() {
+                Ok((at, tx)) => {
+                    n += 1;
+                    waits.insert((at, n), tx);
+                }
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => open = false,
+            }
+        }
+        let now = kernel_monotonic_ns();
         while waits
             .first_key_value()
             .is_some_and(|(&(at, _), _)| at <= now)
@@ -78,23 +90,41 @@ fn run(rx: mpsc::Receiver<(Instant, oneshot::Sender<()>)>) {
                 let _ = tx.send(());
             }
         }
+        if let Some((&(at, _), _)) = waits.first_key_value() {
+            // A relative sleep: on time whatever std's clocks say.
+            std::thread::sleep(Duration::from_nanos(at - now).min(SLICE));
+        }
     }
 }
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn wakes_after_deadline_and_soon_after() {
+    async fn wakes_after_the_wait_and_soon_after() {
         let t = Timer::new().unwrap();
         for us in [0u64, 300, 900, 2_500] {
-            let start = Instant::now();
-            let deadline = start + Duration::from_micros(us);
-            t.sleep_until(deadline).await;
-            let woke = Instant::now();
-            assert!(woke >= deadline, "woke before the deadline");
+            let start = kernel_monotonic_ns();
+            t.sleep(Duration::from_micros(us)).await;
+            let slept = kernel_monotonic_ns() - start;
+            assert!(slept >= us * 1_000, "woke after {slept} ns of {us} µs");
             // Generous bound: only catches a timer that is broken, not one that is slow.
-            assert!(woke - deadline < Duration::from_millis(500));
+            assert!(slept < us * 1_000 + 500_000_000);
         }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn many_waits_each_wake() {
+        let t = Timer::new().unwrap();
+        let mut set = tokio::task::JoinSet::new();
+        for i in 0..200u64 {
+            let t = t.clone();
+            set.spawn(async move { t.sleep(Duration::from_micros((i * 37) % 3_000)).await });
+        }
+        let all = async { while set.join_next().await.is_some() {} };
+        tokio::time::timeout(Duration::from_secs(10), all)
+            .await
+            .expect("every wait ends");
     }
 }

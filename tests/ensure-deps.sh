@@ -7,6 +7,7 @@
 #   promtool               Debian package prometheus      alert rules: check and unit tests; metrics lint
 #   yamllint               Debian package yamllint        deploy/ and docker-compose.yml
 #   setpriv                Debian package util-linux      the socket-permission test (other uids)
+#   libfaketime            Debian package faketime        the frozen-clock test (readiness, no hang)
 #   kubernetes-validate    PyPI, pinned, in the venv      manifests against Kubernetes schemas
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,6 +35,7 @@ missing=()
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 command -v yamllint >/dev/null 2>&1 || missing+=(yamllint)
 command -v setpriv >/dev/null 2>&1 || missing+=(util-linux)
+command -v faketime >/dev/null 2>&1 || missing+=(faketime)
 command -v python3 >/dev/null 2>&1 || missing+=(python3)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
 if [ ${#missing[@]} -gt 0 ]; then

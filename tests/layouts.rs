@@ -491,14 +491,7 @@ async fn large_pools_are_probed_not_scanned() {
         assert_eq!(code, 0, "{err}");
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
         assert_eq!(v[0]["held"].as_array().unwrap().len(), 2, "{out}");
-        let c = idcar::lease::zk::connect(
-            &zk.connect(),
-            Duration::from_secs(5),
-            None,
-            idcar::lease::zk::Retry::UntilConnected,
-        )
-        .await
-        .unwrap();
+        let c = zk.client().await;
         let marks = c
             .list_children(&format!("/idcar/{name}/0/marks"))
             .await
@@ -511,73 +504,65 @@ async fn large_pools_are_probed_not_scanned() {
     }
 }
 
-/// A crashed holder in a probed pool: once ZooKeeper expires its session, an instance that
-/// prefers the same partition takes it, waits past the mark the crashed one last wrote, and
+/// A crashed holder in a probed pool, for sno80 (4 ms units) and muid128 (microseconds, issued
+/// up to a lead of 1,000 ahead of the clock): once ZooKeeper expires its session, an instance
+/// that prefers the same slot takes it, waits past the mark the crashed one last wrote, and
 /// issues only above everything the crashed one issued.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probed_slot_taken_over_after_a_crash_waits_past_the_mark() {
     let zk = Zk::standalone();
-    let args = [
-        "--layout",
-        "sno80",
-        "--generator-id",
-        "5",
-        "--zk",
-        &zk.connect(),
-        "--zk-session-timeout",
-        "2s",
-        "--threads",
-        "1",
-    ];
-    let layout = idcar::layout::by_name("sno80", Default::default()).unwrap();
-    let units = |ids: &idcar::client::Ids| -> Vec<u64> {
-        ids.iter()
-            .map(|id| u(&fields(&*layout, id), "units"))
-            .collect()
-    };
-    // The crashed holder's clock runs 3 s ahead: its IDs carry times the successor's clock
-    // reaches only later, so only the wait past the mark keeps the successor above them.
-    let a = Idcar::start(&[&args[..], &["--clock-skew", "3s"]].concat()).await;
-    a.wait_ready(Duration::from_secs(15)).await;
-    let from_a = a.binary().await.ids(5_000).await.unwrap();
-    a.signal(nix::sys::signal::Signal::SIGKILL);
-    let c = idcar::lease::zk::connect(
-        &zk.connect(),
-        Duration::from_secs(5),
-        None,
-        idcar::lease::zk::Retry::UntilConnected,
-    )
-    .await
-    .unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while c
-        .check_stat("/idcar/sno80/0/slots/5")
-        .await
-        .unwrap()
-        .is_some()
-    {
+    for (name, time_field) in [("sno80", "units"), ("muid128", "timestamp")] {
+        let args = [
+            "--layout",
+            name,
+            "--generator-id",
+            "5",
+            "--zk",
+            &zk.connect(),
+            "--zk-session-timeout",
+            "2s",
+            "--threads",
+            "1",
+        ];
+        let layout = idcar::layout::by_name(name, Default::default()).unwrap();
+        let times = |ids: &idcar::client::Ids| -> Vec<u64> {
+            ids.iter()
+                .map(|id| u(&fields(&*layout, id), time_field))
+                .collect()
+        };
+        // The crashed holder's clock runs 3 s ahead: its IDs carry times the successor's
+        // clock reaches only later, so only the wait past the mark keeps the successor above.
+        let a = Idcar::start(&[&args[..], &["--clock-skew", "3s"]].concat()).await;
+        a.wait_ready(Duration::from_secs(15)).await;
+        let from_a = a.binary().await.ids(5_000).await.unwrap();
+        a.signal(nix::sys::signal::Signal::SIGKILL);
+        let c = zk.client().await;
+        let slot_node = format!("/idcar/{name}/0/slots/5");
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while c.check_stat(&slot_node).await.unwrap().is_some() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{name}: session never expired"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let mut b = Idcar::start(&args).await;
+        b.wait_ready(Duration::from_secs(15)).await;
+        assert_eq!(b.metric("idcar_lease_slot").await, Some(5.0), "{name}");
+        assert!(b.metric("idcar_lease_mark_wait_seconds_sum").await > Some(0.0));
+        let from_b = b.binary().await.ids(5_000).await.unwrap();
+        let last_a = times(&from_a).into_iter().max().unwrap();
         assert!(
-            std::time::Instant::now() < deadline,
-            "session never expired"
+            times(&from_b).iter().all(|t| *t > last_a),
+            "{name}: B issued at or below A's {time_field}"
         );
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        let mut seen = HashSet::new();
+        assert!(from_a
+            .iter()
+            .chain(from_b.iter())
+            .all(|id| seen.insert(id.to_vec())));
+        b.stop_ok().await;
     }
-    let mut b = Idcar::start(&args).await;
-    b.wait_ready(Duration::from_secs(15)).await;
-    assert_eq!(b.metric("idcar_lease_slot").await, Some(5.0));
-    assert!(b.metric("idcar_lease_mark_wait_seconds_sum").await > Some(0.0));
-    let from_b = b.binary().await.ids(5_000).await.unwrap();
-    let last_a = units(&from_a).into_iter().max().unwrap();
-    assert!(
-        units(&from_b).iter().all(|u| *u > last_a),
-        "B issued at or below A's units"
-    );
-    let mut seen = HashSet::new();
-    assert!(from_a
-        .iter()
-        .chain(from_b.iter())
-        .all(|id| seen.insert(id.to_vec())));
-    b.stop_ok().await;
 }
 
 /// A probed slot whose mark is beyond --max-clock-wait (its last holder's clock ran far ahead)
@@ -586,14 +571,7 @@ async fn probed_slot_taken_over_after_a_crash_waits_past_the_mark() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probed_slot_with_a_far_mark_is_left_for_another() {
     let zk = Zk::standalone();
-    let c = idcar::lease::zk::connect(
-        &zk.connect(),
-        Duration::from_secs(5),
-        None,
-        idcar::lease::zk::Retry::UntilConnected,
-    )
-    .await
-    .unwrap();
+    let c = zk.client().await;
     let opts =
         zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
     // 60 s ahead, in 4 ms units since 2010-01-01Z.

@@ -207,8 +207,17 @@ pub async fn serve(mut cfg: ServeConfig) -> anyhow::Result<()> {
     let lease =
         start_lease(&cfg, clock.clone(), metrics.clone()).inspect_err(|_| bound.file.remove())?;
     log_serving(&cfg, &bound);
-    let svc = Service::new(cfg.layout, clock, metrics, lease.subscribe(), cfg.limits)
-        .context("cannot start the timer thread")?;
+    let stalled = metrics.clock_stalled.clone();
+    let svc = Service::new(
+        cfg.layout,
+        clock.clone(),
+        metrics,
+        lease.subscribe(),
+        cfg.limits,
+    )
+    .context("cannot start the timer thread")?;
+    crate::clock::watch_clocks(svc.clock_faults(), clock, stalled)
+        .context("cannot start the clock watchdog thread")?;
     let follower = tokio::spawn(svc.clone().follow_lease());
     drop(entered);
 

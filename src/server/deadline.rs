@@ -62,6 +62,8 @@ struct State {
     request_since: Option<Instant>,
     /// Requests being answered right now.
     in_flight: u32,
+    /// Whether a complete request ever arrived (a flooder's connections say nothing).
+    served: bool,
     /// When the connection last became idle (accepted, or a response finished).
     idle_since: Instant,
     expired: Option<Expiry>,
@@ -74,6 +76,7 @@ impl Phases {
             state: Mutex::new(State {
                 request_since: None,
                 in_flight: 0,
+                served: false,
                 idle_since: Instant::now(),
                 expired: None,
             }),
@@ -91,6 +94,7 @@ impl Phases {
         let mut s = self.lock();
         s.request_since = None;
         s.in_flight += 1;
+        s.served = true;
         InFlight(self.clone())
     }
 
@@ -108,14 +112,16 @@ impl Phases {
         self.lock().in_flight > 0
     }
 
-    /// Since when the connection has made no progress: the start of its idle wait, or the
-    /// first byte of the request it has not finished sending; `None` while answering.
-    pub fn quiet_since(&self) -> Option<Instant> {
+    /// How quiet the connection is, for eviction (smaller is quieter): whether it ever sent a
+    /// complete request (those that never did come first), then since when it has made no
+    /// progress (the start of its idle wait, or the first byte of the request it has not
+    /// finished sending). `None` while answering.
+    pub fn quiet_since(&self) -> Option<(bool, Instant)> {
         let s = self.lock();
         if s.in_flight > 0 {
             return None;
         }
-        Some(s.request_since.unwrap_or(s.idle_since))
+        Some((s.served, s.request_since.unwrap_or(s.idle_since)))
     }
 
     /// The deadline that closed the connection, if one did.

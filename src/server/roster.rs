@@ -1,8 +1,9 @@
 //! A listener's connection cap: at most `cap` connections are served at once, and a new
 //! connection arriving at the cap evicts the one that has been quiet longest among those not
 //! answering a request: idle since longest, trickling a request begun longest ago, or not
-//! reading its response. A client that keeps making requests is never the one evicted by a
-//! flood of connections that say nothing.
+//! reading its response — first among connections that never sent a complete request. A
+//! client that keeps making requests is never the one evicted by a flood of connections that
+//! say nothing, however fast they arrive.
 //!
 //! Why evict instead of letting the newcomer wait in the listen backlog: a flood of idle
 //! connections queued ahead of it would be served one cap-full at a time, each held up to its
@@ -152,6 +153,28 @@ mod tests {
         drop(b);
         let (_c, evicted) = third.await.unwrap();
         assert!(evicted);
+    }
+
+    /// A client between requests has been quiet longer than a flood's newest connections,
+    /// which never sent a request: the flood's go first, however fresh.
+    #[tokio::test(start_paused = true)]
+    async fn connections_that_never_asked_go_before_a_client_between_requests() {
+        let r = Roster::new(2);
+        let client = Phases::new(Duration::from_secs(9));
+        let (a, _) = r.admit(client.clone()).await;
+        drop(client.begin());
+        tokio::time::advance(Duration::from_millis(5)).await;
+        let (b, _) = r.admit(Phases::new(Duration::from_secs(9))).await;
+        let third = tokio::spawn({
+            let r = r.clone();
+            async move { r.admit(Phases::new(Duration::from_secs(9))).await }
+        });
+        tokio::time::timeout(Duration::from_secs(5), b.evicted())
+            .await
+            .expect("the silent newcomer is evicted");
+        assert!(!a.evict.is_cancelled());
+        drop(b);
+        assert!(third.await.unwrap().1);
     }
 
     #[tokio::test]

@@ -383,19 +383,24 @@ pub fn run_tool(cmd: &mut Command, limit: Duration) -> (bool, String) {
 /// Asks `idcar` for IDs (binary protocol, 10 a request, a pause of 5 ms between requests)
 /// until `until` passes: the IDs, and how many requests were refused (reconnecting after
 /// each). Bounded by `until`.
+/// A socket that cannot be connected to (the process has exited) counts as refused too.
 pub async fn hammer(idcar: &Idcar, until: Instant) -> (Vec<u64>, usize) {
     let mut ids = Vec::new();
     let mut refused = 0;
-    let mut b = idcar.binary().await;
+    let mut b = BinaryClient::connect(&idcar.socket).await.ok();
     while Instant::now() < until {
-        match b.ids(10).await {
-            Ok(got) => ids.extend(
+        let got = match b.as_mut() {
+            Some(c) => c.ids(10).await.ok(),
+            None => None,
+        };
+        match got {
+            Some(got) => ids.extend(
                 got.iter()
                     .map(|id| u64::from_be_bytes(id.try_into().unwrap())),
             ),
-            Err(_) => {
+            None => {
                 refused += 1;
-                b = idcar.binary().await;
+                b = BinaryClient::connect(&idcar.socket).await.ok();
             }
         }
         tokio::time::sleep(Duration::from_millis(5)).await;

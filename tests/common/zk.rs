@@ -159,6 +159,18 @@ impl Zk {
     }
 
     /// kill -9, and wait (bounded) until it is gone.
+    /// A ZooKeeper client of the test's own, connected to every server.
+    pub async fn client(&self) -> zookeeper_client::Client {
+        idcar::lease::zk::connect(
+            &self.connect(),
+            std::time::Duration::from_secs(5),
+            None,
+            idcar::lease::zk::Retry::UntilConnected,
+        )
+        .await
+        .unwrap()
+    }
+
     pub fn kill(&mut self, i: usize) {
         self.signal(i, Signal::SIGKILL);
         if let Some(pid) = self.servers[i].pid.take() {

@@ -271,7 +271,12 @@ async fn renew(
                     .renewals
                     .with_label_values(&["error"])
                     .inc();
-                tracing::warn!(error = %e, mark = held.mark, "could not renew the time mark");
+                tracing::warn!(
+                    error = %e,
+                    mark = held.mark,
+                    attempted = want,
+                    "could not renew the time mark"
+                );
                 if published && !lapsed && neg.now_tick() > held.mark {
                     lapse(neg, &held, &mut lapsed);
                 }
@@ -292,15 +297,25 @@ async fn write_or_lapse(
     lapsed: &mut bool,
 ) -> Result<i32, zk::Error> {
     let write = fence::write_mark(neg, client, held, want);
-    tokio::pin!(write);
     if !published || *lapsed {
         return write.await;
     }
     let runs_out = neg.wait_past(held.mark);
+    or_lapse(write, runs_out, || lapse(neg, held, lapsed)).await
+}
+
+/// Awaits `write`; if `runs_out` passes first, calls `on_lapse` at that moment (once) and goes
+/// on waiting for the write.
+async fn or_lapse<F: std::future::Future>(
+    write: F,
+    runs_out: Duration,
+    on_lapse: impl FnOnce(),
+) -> F::Output {
+    tokio::pin!(write);
     tokio::select! {
         r = &mut write => r,
         _ = tokio::time::sleep(runs_out) => {
-            lapse(neg, held, lapsed);
+            on_lapse();
             write.await
         }
     }
@@ -387,5 +402,41 @@ pub(crate) async fn release(
             error = %e,
             "could not release the slot cleanly; it frees when the session ends"
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::time::Instant;
+
+    /// A write still pending when the mark runs out: the lapse is declared at that moment,
+    /// not when the write finally fails; a write that answers in time declares nothing.
+    #[tokio::test(start_paused = true)]
+    async fn a_lapse_is_declared_when_the_mark_runs_out_not_when_the_write_ends() {
+        let start = Instant::now();
+        let mut lapsed_at = None;
+        let slow = async {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            7
+        };
+        let r = or_lapse(slow, Duration::from_secs(2), || {
+            lapsed_at = Some(start.elapsed())
+        })
+        .await;
+        assert_eq!(r, 7);
+        assert_eq!(lapsed_at, Some(Duration::from_secs(2)));
+        assert_eq!(start.elapsed(), Duration::from_secs(5));
+
+        let mut lapsed = false;
+        let quick = async {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            8
+        };
+        assert_eq!(
+            or_lapse(quick, Duration::from_secs(2), || lapsed = true).await,
+            8
+        );
+        assert!(!lapsed);
     }
 }
