@@ -45,6 +45,16 @@ impl IssueError {
     }
 }
 
+/// A request being issued: what is left of it and its deadlines.
+#[derive(Debug)]
+struct Pending {
+    count: u64,
+    left: u32,
+    start: Instant,
+    /// On the kernel's clock, set at the first tick wait.
+    wait_deadline: Option<u64>,
+}
+
 /// Everything a request handler needs.
 #[derive(Debug)]
 pub struct Service {
@@ -212,95 +222,143 @@ impl Service {
         ask: &RequestOptions,
         out: &mut Vec<u8>,
     ) -> Result<(), IssueError> {
+        let mut p = self.prepare(count, ask)?;
+        let _turn = match self.lane.try_lock() {
+            Ok(turn) => turn,
+            Err(_) => {
+                let deadline = p.start.checked_add(self.limits.max_wait).unwrap_or(p.start);
+                match tokio::time::timeout_at(deadline.into(), self.lane.lock()).await {
+                    Ok(turn) => turn,
+                    Err(_) => return Err(self.timed_out()),
+                }
+            }
+        };
+        out.reserve(count as usize * self.layout.width());
+        while let Some(wait) = self.step(&mut p, ask, out)? {
+            self.timer.sleep(wait).await;
+        }
+        Ok(())
+    }
+
+    /// [`Service::issue`] for a blocking thread (the binary protocol's connections): the same
+    /// lane, generator and deadlines; tick waits sleep the thread. `rt` serves only a wait for
+    /// the lane while another request holds it.
+    pub fn issue_blocking(
+        &self,
+        count: u64,
+        ask: &RequestOptions,
+        out: &mut Vec<u8>,
+        rt: &tokio::runtime::Handle,
+    ) -> Result<(), IssueError> {
+        let mut p = self.prepare(count, ask)?;
+        let _turn = match self.lane.try_lock() {
+            Ok(turn) => turn,
+            Err(_) => {
+                let left = self.limits.max_wait.saturating_sub(p.start.elapsed());
+                match rt.block_on(async { tokio::time::timeout(left, self.lane.lock()).await }) {
+                    Ok(turn) => turn,
+                    Err(_) => return Err(self.timed_out()),
+                }
+            }
+        };
+        out.reserve(count as usize * self.layout.width());
+        while let Some(wait) = self.step(&mut p, ask, out)? {
+            // A relative sleep: on time whatever std's clocks say (see `crate::timer`).
+            std::thread::sleep(wait);
+        }
+        Ok(())
+    }
+
+    /// Checks a request and counts its size.
+    fn prepare(&self, count: u64, ask: &RequestOptions) -> Result<Pending, IssueError> {
         let max = self.limits.max_batch;
         if count == 0 || count > u64::from(max) {
             return Err(IssueError::BadCount { count, max });
         }
         self.layout.check(ask).map_err(IssueError::BadOption)?;
         self.metrics.batch_size.observe(count as f64);
-        let mut left = if ask.transaction { 1 } else { count as u32 };
-        let start = Instant::now();
-        let deadline = start.checked_add(self.limits.max_wait).unwrap_or(start);
-        // Tick waits are bounded on the kernel's clock (see `crate::timer`): set at the first.
-        let mut wait_deadline: Option<u64> = None;
-        let _turn = match self.lane.try_lock() {
-            Ok(turn) => turn,
-            Err(_) => match tokio::time::timeout_at(deadline.into(), self.lane.lock()).await {
-                Ok(turn) => turn,
-                Err(_) => {
-                    self.metrics
-                        .refusals
-                        .with_label_values(&["timed_out"])
-                        .inc();
-                    return Err(IssueError::TimedOut(self.limits.max_wait));
-                }
-            },
-        };
-        out.reserve(count as usize * self.layout.width());
-        loop {
-            let (wait_for, now_ns) = {
-                let mut g = self.generator();
-                let now_ns = self.clock.now_unix_ns();
-                let now = self.scheme.tick_at(now_ns).unwrap_or(0);
-                let outcome = loop {
-                    match g.take(now, left) {
-                        Ok(Take::Run(run)) => {
-                            let ids = if ask.transaction {
-                                count as u32
-                            } else {
-                                run.len
-                            };
-                            self.layout.pack_run(&run, ask, ids, out);
-                            left -= run.len;
-                            if left == 0 {
-                                break Ok(None);
-                            }
+        Ok(Pending {
+            count,
+            left: if ask.transaction { 1 } else { count as u32 },
+            start: Instant::now(),
+            wait_deadline: None,
+        })
+    }
+
+    fn timed_out(&self) -> IssueError {
+        self.metrics
+            .refusals
+            .with_label_values(&["timed_out"])
+            .inc();
+        IssueError::TimedOut(self.limits.max_wait)
+    }
+
+    /// Issues what the current tick allows, under the generator's lock (no wait there):
+    /// `Ok(None)` once the request is complete, `Ok(Some(d))` to wait `d` for the next tick
+    /// and call again, or the refusal.
+    fn step(
+        &self,
+        p: &mut Pending,
+        ask: &RequestOptions,
+        out: &mut Vec<u8>,
+    ) -> Result<Option<Duration>, IssueError> {
+        let (wait_for, now_ns) = {
+            let mut g = self.generator();
+            let now_ns = self.clock.now_unix_ns();
+            let now = self.scheme.tick_at(now_ns).unwrap_or(0);
+            let outcome = loop {
+                match g.take(now, p.left) {
+                    Ok(Take::Run(run)) => {
+                        let ids = if ask.transaction {
+                            p.count as u32
+                        } else {
+                            run.len
+                        };
+                        self.layout.pack_run(&run, ask, ids, out);
+                        p.left -= run.len;
+                        if p.left == 0 {
+                            break Ok(None);
                         }
-                        Ok(Take::WaitFor { tick }) => break Ok(Some(tick)),
-                        Err(r) => break Err(r),
                     }
-                };
-                self.note_regressions(g.regressions());
-                drop(g);
-                match outcome {
-                    Ok(w) => (w, now_ns),
-                    Err(r) => {
-                        self.metrics.refusals.with_label_values(&[r.kind()]).inc();
-                        return Err(r.into());
-                    }
+                    Ok(Take::WaitFor { tick }) => break Ok(Some(tick)),
+                    Err(r) => break Err(r),
                 }
             };
-            let Some(tick) = wait_for else {
-                self.metrics.ids_issued.inc_by(count);
-                return Ok(());
-            };
-            self.metrics.sequence_waits.inc();
-            self.note_overflow(tick);
-            let k = kernel_monotonic_ns();
-            let end = *wait_deadline.get_or_insert_with(|| {
-                let left = self.limits.max_wait.saturating_sub(start.elapsed());
-                k.saturating_add(u64::try_from(left.as_nanos()).unwrap_or(u64::MAX))
-            });
-            if k >= end {
-                self.metrics
-                    .refusals
-                    .with_label_values(&["timed_out"])
-                    .inc();
-                return Err(IssueError::TimedOut(self.limits.max_wait));
+            self.note_regressions(g.regressions());
+            drop(g);
+            match outcome {
+                Ok(w) => (w, now_ns),
+                Err(r) => {
+                    self.metrics.refusals.with_label_values(&[r.kind()]).inc();
+                    return Err(r.into());
+                }
             }
-            // With a lead (one ID per tick, issued ahead of the clock) waking for every single
-            // tick would cost a timer wake-up per ID: wait until a quarter of the lead (or what
-            // is left of the request) is available instead. The generator's tick stays ahead
-            // of the clock meanwhile, so no tick goes unused.
-            let chunk = u64::from(left).min(self.scheme.lead_ticks / 4).max(1);
-            let until = self
-                .scheme
-                .tick_start_ns(tick + chunk - 1)
-                .saturating_sub(now_ns);
-            self.timer
-                .sleep(Duration::from_nanos(until.min(end - k)))
-                .await;
+        };
+        let Some(tick) = wait_for else {
+            self.metrics.ids_issued.inc_by(p.count);
+            return Ok(None);
+        };
+        self.metrics.sequence_waits.inc();
+        self.note_overflow(tick);
+        // Tick waits are bounded on the kernel's clock (see `crate::timer`), from the first.
+        let k = kernel_monotonic_ns();
+        let end = *p.wait_deadline.get_or_insert_with(|| {
+            let left = self.limits.max_wait.saturating_sub(p.start.elapsed());
+            k.saturating_add(u64::try_from(left.as_nanos()).unwrap_or(u64::MAX))
+        });
+        if k >= end {
+            return Err(self.timed_out());
         }
+        // With a lead (one ID per tick, issued ahead of the clock) waking for every single
+        // tick would cost a timer wake-up per ID: wait until a quarter of the lead (or what
+        // is left of the request) is available instead. The generator's tick stays ahead
+        // of the clock meanwhile, so no tick goes unused.
+        let chunk = u64::from(p.left).min(self.scheme.lead_ticks / 4).max(1);
+        let until = self
+            .scheme
+            .tick_start_ns(tick + chunk - 1)
+            .saturating_sub(now_ns);
+        Ok(Some(Duration::from_nanos(until.min(end - k))))
     }
 
     /// Counts a tick whose sequence ran out, once per tick, and logs it — at most one line a

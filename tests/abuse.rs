@@ -473,3 +473,93 @@ async fn query_parameters_are_strict() {
     assert!(r.body.contains("more than once"), "{}", r.body);
     idcar.stop_ok().await;
 }
+
+fn threads(idcar: &Idcar) -> usize {
+    std::fs::read_dir(format!("/proc/{}/task", idcar.child.id()))
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+/// Binary connections are served on threads of their own: at the cap a newcomer evicts the
+/// quietest of them (its thread ends, its place is given back), and threads end with their
+/// connections — none is left behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binary_connection_threads_are_evicted_and_end() {
+    let mut idcar = Idcar::start(&args(&["--max-connections", "4", "--idle-timeout", "30s"])).await;
+    idcar.wait_ready(Duration::from_secs(10)).await;
+    let before = threads(&idcar);
+    let mut clients = Vec::new();
+    for _ in 0..4 {
+        let mut b = idcar.binary().await;
+        b.ids(1).await.unwrap();
+        clients.push(b);
+    }
+    assert_eq!(
+        threads(&idcar),
+        before + 4,
+        "one thread per binary connection"
+    );
+    let started = Instant::now();
+    let mut newcomer = idcar.binary().await;
+    tokio::time::timeout(Duration::from_secs(5), newcomer.ids(1))
+        .await
+        .expect("the newcomer is served")
+        .unwrap();
+    assert!(started.elapsed() < Duration::from_secs(2));
+    let mut closed = 0;
+    for c in clients.iter_mut() {
+        if c.ids(1).await.is_err() {
+            closed += 1;
+        }
+    }
+    assert_eq!(closed, 1, "exactly the quietest one was evicted");
+    assert_eq!(
+        idcar
+            .metric("idcar_connections_closed_total{listener=\"socket\",reason=\"evicted\"}")
+            .await,
+        Some(1.0)
+    );
+    drop(clients);
+    drop(newcomer);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while threads(&idcar) > before {
+        assert!(
+            Instant::now() < deadline,
+            "threads left: {}",
+            threads(&idcar)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    lease_untouched(&idcar).await;
+    idcar.stop_ok().await;
+}
+
+/// A binary client that pipelines large requests and never reads the answers: its thread's
+/// write blocks, and the response deadline closes the connection (counted `slow_reader`); a
+/// well-behaved client is served meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binary_slow_reader_is_closed() {
+    let idcar = Idcar::start(&args(&["--idle-timeout", "2s"])).await;
+    idcar.wait_ready(Duration::from_secs(10)).await;
+    let mut s = UnixStream::connect(&idcar.socket).await.unwrap();
+    // 64 requests of 4,096 IDs: 2 MiB of answers, far beyond the socket's buffers.
+    let frame = [0xD1u8, 0x01, 0x00, 0x04, 0x00, 0x00, 0x10, 0x00];
+    let started = Instant::now();
+    for _ in 0..64 {
+        s.write_all(&frame).await.unwrap();
+    }
+    idcar
+        .wait_metric(
+            "idcar_connections_closed_total{listener=\"socket\",reason=\"slow_reader\"}",
+            Duration::from_secs(10),
+            |v| v == 1.0,
+        )
+        .await;
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(1_900),
+        "closed after {took:?}"
+    );
+    assert!(time_to_serve(&idcar).await < Duration::from_secs(1));
+    assert!(closed_within(&mut s, Duration::from_secs(2)).await);
+}

@@ -36,6 +36,12 @@ async fn start(connect: &str, extra: &[&str]) -> Idcar {
     Idcar::start(&args.iter().map(String::as_str).collect::<Vec<_>>()).await
 }
 
+/// Starts an instance that is expected to refuse to run.
+async fn start_refused(connect: &str, extra: &[&str]) -> Idcar {
+    let args = zk_args(connect, extra);
+    Idcar::start_or_exit(&args.iter().map(String::as_str).collect::<Vec<_>>()).await
+}
+
 /// Waits (bounded) for the process to exit; its exit status and log.
 async fn exits(i: &mut Idcar, limit: Duration) -> (std::process::ExitStatus, String) {
     let st = i.wait_exit(limit).await;
@@ -50,14 +56,14 @@ async fn mismatched_pool_parameters_are_refused() {
     let c = zk.connect();
     let mut first = start(&c, &["--layout", "si53", "--mid-bits", "5"]).await;
     first.wait_ready(Duration::from_secs(15)).await;
-    let mut odd = start(&c, &["--layout", "si53", "--mid-bits", "7"]).await;
+    let mut odd = start_refused(&c, &["--layout", "si53", "--mid-bits", "7"]).await;
     let (st, log) = exits(&mut odd, Duration::from_secs(15)).await;
     assert!(!st.success(), "{log}");
     assert!(
         log.contains("--mid-bits: the pool has 5, this instance 7"),
         "{log}"
     );
-    let mut odd = start(&c, &["--layout", "si53", "--base-clock", "1600000000000"]).await;
+    let mut odd = start_refused(&c, &["--layout", "si53", "--base-clock", "1600000000000"]).await;
     let (st, log) = exits(&mut odd, Duration::from_secs(15)).await;
     assert!(
         !st.success() && log.contains("--base-clock: the pool has"),
@@ -68,7 +74,7 @@ async fn mismatched_pool_parameters_are_refused() {
     // muid128's medallion base likewise.
     let mut m = start(&c, &["--layout", "muid128"]).await;
     m.wait_ready(Duration::from_secs(15)).await;
-    let mut odd = start(
+    let mut odd = start_refused(
         &c,
         &["--layout", "muid128", "--medallion-base", "0x20000000000"],
     )

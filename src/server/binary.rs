@@ -3,14 +3,20 @@
 //! Every complete request in the read buffer is answered before the responses are written in
 //! one go, so pipelined requests cost one write. IDs are packed straight into the output
 //! buffer behind a header whose length is filled in afterwards.
+//!
+//! Each binary connection is served on a blocking thread of its own ([`serve_on_thread`]): a
+//! single-ID request then costs what a Unix-socket round trip costs — the client's write wakes
+//! the thread blocked in `read` directly, with no event loop, no timer registered per read and
+//! no other worker woken (measured in docs/benchmarks.md). The deadlines are socket timeouts
+//! (`SO_RCVTIMEO`, `SO_SNDTIMEO`), changed only while a request or a response is incomplete;
+//! `--max-connections` bounds the threads.
 
-use super::deadline::{Deadlined, Phases};
+use super::deadline::{Expiry, Phases};
 use super::frame::{self, FrameError, Request, Status};
 use crate::metrics::{Interface, Outcome};
 use crate::service::Service;
 use std::sync::Arc;
 use std::time::Instant;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 use tokio_util::sync::CancellationToken;
 
@@ -19,27 +25,85 @@ const FLUSH_AT: usize = 64 * 1024;
 /// Buffers that grew past this during a burst are shrunk back afterwards.
 const KEEP_CAPACITY: usize = 1024 * 1024;
 
-/// Runs the protocol until the peer closes, a frame cannot be resynchronised, one of the
-/// connection's deadlines passes (`stream` enforces them; `phases` learns where frames end),
-/// or shutdown.
-pub async fn serve(
-    mut stream: Deadlined<UnixStream>,
+/// Serves a binary connection on a thread of its own until the peer closes, a deadline
+/// passes, or shutdown (then the frames already read are answered and the thread ends). When
+/// this future is dropped (the connection was evicted, or the drain's grace is over) the
+/// socket is shut down, which ends the thread's blocking read or write at once.
+pub async fn serve_on_thread(
+    stream: UnixStream,
     first: Vec<u8>,
     svc: Arc<Service>,
     phases: Arc<Phases>,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
+    let stream = stream.into_std()?;
+    stream.set_nonblocking(false)?;
+    let stream = Arc::new(stream);
+    let rt = tokio::runtime::Handle::current();
+    let (tx, mut done) = tokio::sync::oneshot::channel();
+    let conn = stream.clone();
+    std::thread::Builder::new()
+        .name("idcar-binary".into())
+        .stack_size(THREAD_STACK)
+        .spawn(move || {
+            let _ = tx.send(run_blocking(&conn, first, &svc, &phases, &rt));
+        })?;
+    let _close = CloseOnDrop(stream.clone());
+    tokio::select! {
+        r = &mut done => return r.unwrap_or(Ok(())),
+        _ = shutdown.cancelled() => {}
+    }
+    // Draining: no more reads; what was read is answered and written, then the thread ends.
+    let _ = stream.shutdown(std::net::Shutdown::Read);
+    done.await.unwrap_or(Ok(()))
+}
+
+/// Stack of a connection thread: the binary loop is shallow; the kernel commits only the pages
+/// touched.
+const THREAD_STACK: usize = 256 * 1024;
+
+struct CloseOnDrop(Arc<std::os::unix::net::UnixStream>);
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.shutdown(std::net::Shutdown::Both);
+    }
+}
+
+/// The binary loop on a blocking socket, with the deadlines of [`super::deadline`] as socket
+/// timeouts.
+fn run_blocking(
+    s: &std::os::unix::net::UnixStream,
+    first: Vec<u8>,
+    svc: &Service,
+    phases: &Arc<Phases>,
+    rt: &tokio::runtime::Handle,
+) -> std::io::Result<()> {
+    use std::io::Read;
+    let timeout = phases.timeout().max(std::time::Duration::from_micros(1));
+    let mut timeouts = Timeouts {
+        read: timeout,
+        write: timeout,
+    };
+    s.set_read_timeout(Some(timeout))?;
+    s.set_write_timeout(Some(timeout))?;
     let mut rbuf = first;
     rbuf.reserve(4096);
     let mut wbuf: Vec<u8> = Vec::with_capacity(4096);
+    let mut chunk = [0u8; 8192];
+    // Whether the buffer was empty before the last read: if that read brought only part of a
+    // frame, its request phase starts now (checked only then, not on every request).
+    let mut fresh = false;
     loop {
         let mut used = 0;
         let mut close = false;
+        let mut flight = None;
         loop {
             match frame::parse_request(&rbuf[used..]) {
                 Ok(Some((req, n))) => {
                     used += n;
-                    answer(&svc, req, &mut wbuf).await;
+                    flight.get_or_insert_with(|| phases.begin());
+                    answer_blocking(svc, req, &mut wbuf, rt);
                 }
                 Ok(None) => break,
                 Err(FrameError { skip, reason }) => {
@@ -56,19 +120,22 @@ pub async fn serve(
                 }
             }
             if wbuf.len() >= FLUSH_AT {
-                stream.write_all(&wbuf).await?;
+                write_all(s, &wbuf, phases, &mut timeouts)?;
                 wbuf.clear();
             }
         }
+        if fresh && used == 0 && !close {
+            phases.bytes_read();
+        }
         rbuf.drain(..used);
         if !wbuf.is_empty() {
-            stream.write_all(&wbuf).await?;
+            write_all(s, &wbuf, phases, &mut timeouts)?;
             wbuf.clear();
         }
-        if used > 0 {
-            // The frames read are answered: what is left (if anything) is the start of the
-            // next request, whose deadline runs from now, not from the first frame's bytes.
-            phases.answered(!rbuf.is_empty());
+        match flight {
+            Some(f) => f.finish(!rbuf.is_empty()),
+            None if used > 0 => phases.answered(!rbuf.is_empty()),
+            None => {}
         }
         if close {
             return Ok(());
@@ -79,23 +146,115 @@ pub async fn serve(
         if rbuf.capacity() > KEEP_CAPACITY {
             rbuf.shrink_to(4096);
         }
-        let n = tokio::select! {
-            r = stream.read_buf(&mut rbuf) => r?,
-            _ = shutdown.cancelled() => return Ok(()),
+        // Idle: the whole timeout from now. Within a request: what is left of its deadline.
+        let (limit, why) = if rbuf.is_empty() {
+            (timeout, Expiry::Idle)
+        } else {
+            match phases.read_deadline() {
+                Some((at, why)) => {
+                    let left = at.saturating_duration_since(tokio::time::Instant::now());
+                    if left.is_zero() {
+                        return Err(phases.expire(why));
+                    }
+                    (left, why)
+                }
+                None => (timeout, Expiry::SlowRequest),
+            }
+        };
+        if limit != timeouts.read {
+            s.set_read_timeout(Some(limit))?;
+            timeouts.read = limit;
+        }
+        let n = loop {
+            match (&*s).read(&mut chunk) {
+                Ok(n) => break n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) if timed_out(&e) => return Err(phases.expire(why)),
+                Err(e) => return Err(e),
+            }
         };
         if n == 0 {
             return Ok(());
         }
+        fresh = rbuf.is_empty();
+        rbuf.extend_from_slice(&chunk[..n]);
     }
 }
 
-async fn answer(svc: &Service, req: Request, out: &mut Vec<u8>) {
+/// The socket timeouts in force, so they are set only when they change.
+struct Timeouts {
+    read: std::time::Duration,
+    write: std::time::Duration,
+}
+
+fn timed_out(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+    )
+}
+
+/// Writes `buf` whole within the response deadline: the timeout from the moment a write first
+/// could not take everything, not restarted by partial progress.
+fn write_all(
+    s: &std::os::unix::net::UnixStream,
+    mut buf: &[u8],
+    phases: &Phases,
+    t: &mut Timeouts,
+) -> std::io::Result<()> {
+    use std::io::Write;
+    let timeout = phases.timeout().max(std::time::Duration::from_micros(1));
+    let mut blocked_since: Option<Instant> = None;
+    while !buf.is_empty() {
+        let limit = match blocked_since {
+            Some(at) => {
+                let left = timeout.saturating_sub(at.elapsed());
+                if left.is_zero() {
+                    return Err(phases.expire(Expiry::SlowReader));
+                }
+                left
+            }
+            None => timeout,
+        };
+        if limit != t.write {
+            s.set_write_timeout(Some(limit))?;
+            t.write = limit;
+        }
+        match (&*s).write(buf) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => {
+                buf = &buf[n..];
+                if !buf.is_empty() {
+                    blocked_since.get_or_insert_with(Instant::now);
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) if timed_out(&e) => return Err(phases.expire(Expiry::SlowReader)),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+fn answer_blocking(svc: &Service, req: Request, out: &mut Vec<u8>, rt: &tokio::runtime::Handle) {
     let started = Instant::now();
     let Request::GetIds { count, ask } = req;
     let width = svc.layout().width();
     let at = out.len();
     frame::encode_response_header(Status::Ok, width as u8, 0, out);
-    let outcome = match svc.issue(u64::from(count), &ask, out).await {
+    let result = svc.issue_blocking(u64::from(count), &ask, out, rt);
+    let outcome = finish_answer(result, at, out);
+    svc.metrics()
+        .request(Interface::Binary, outcome, started.elapsed().as_secs_f64());
+}
+
+/// Fills in the response's length, or replaces it with the error.
+fn finish_answer(
+    result: Result<(), crate::service::IssueError>,
+    at: usize,
+    out: &mut Vec<u8>,
+) -> Outcome {
+    match result {
         Ok(()) => {
             let len = (out.len() - at - frame::RESPONSE_HEADER) as u32;
             out[at + 4..at + 8].copy_from_slice(&len.to_be_bytes());
@@ -111,7 +270,5 @@ async fn answer(svc: &Service, req: Request, out: &mut Vec<u8>) {
             frame::encode_error(status, &e.to_string(), out);
             outcome
         }
-    };
-    svc.metrics()
-        .request(Interface::Binary, outcome, started.elapsed().as_secs_f64());
+    }
 }

@@ -13,8 +13,9 @@
 //!
 //! While a request is being answered (the handler runs) no read deadline applies: the request
 //! timeout bounds that. [`Deadlined`] wraps the stream and enforces the deadlines inside
-//! `poll_read`/`poll_write`, so hyper and the binary loop get them alike; the protocol code only
-//! says where requests begin and end through the shared [`Phases`]. A connection past a deadline
+//! `poll_read`/`poll_write` for hyper; binary connections, served on blocking threads, enforce
+//! the same deadlines as socket timeouts (`super::binary`). Either way the protocol code says
+//! where requests begin and end through the shared [`Phases`]. A connection past a deadline
 //! gets a `TimedOut` error and is closed; [`Phases::expired`] says which deadline it was.
 
 use std::future::Future;
@@ -95,7 +96,7 @@ impl Phases {
         s.request_since = None;
         s.in_flight += 1;
         s.served = true;
-        InFlight(self.clone())
+        InFlight(Some(self.clone()))
     }
 
     /// The binary loop answered every complete frame it had; `partial` says whether the start
@@ -105,6 +106,7 @@ impl Phases {
         let now = Instant::now();
         s.request_since = partial.then_some(now);
         s.idle_since = now;
+        s.served = true;
     }
 
     /// Whether a request is being answered right now.
@@ -130,7 +132,7 @@ impl Phases {
     }
 
     /// The read deadline now, and which phase it belongs to; `None` while answering.
-    fn read_deadline(&self) -> Option<(Instant, Expiry)> {
+    pub(crate) fn read_deadline(&self) -> Option<(Instant, Expiry)> {
         let s = self.lock();
         if s.in_flight > 0 {
             return None;
@@ -141,7 +143,13 @@ impl Phases {
         })
     }
 
-    fn bytes_read(&self) {
+    /// The timeout that bounds each phase.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Bytes of a request arrived: its request phase starts now if it had not.
+    pub(crate) fn bytes_read(&self) {
         let mut s = self.lock();
         if s.request_since.is_none() && s.in_flight == 0 {
             s.request_since = Some(Instant::now());
@@ -155,7 +163,8 @@ impl Phases {
         }
     }
 
-    fn expire(&self, why: Expiry) -> io::Error {
+    /// Records that `why`'s deadline passed; the error to close the connection with.
+    pub(crate) fn expire(&self, why: Expiry) -> io::Error {
         self.lock().expired.get_or_insert(why);
         io::Error::new(
             io::ErrorKind::TimedOut,
@@ -166,13 +175,28 @@ impl Phases {
 
 /// A request being answered; see [`Phases::begin`].
 #[derive(Debug)]
-pub struct InFlight(Arc<Phases>);
+pub struct InFlight(Option<Arc<Phases>>);
+
+impl InFlight {
+    /// Every request read is answered: as [`Phases::answered`], in one step with the end of
+    /// this answer.
+    pub fn finish(mut self, partial: bool) {
+        let Some(phases) = self.0.take() else { return };
+        let mut s = phases.lock();
+        let now = Instant::now();
+        s.in_flight = s.in_flight.saturating_sub(1);
+        s.request_since = partial.then_some(now);
+        s.idle_since = now;
+    }
+}
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        let mut s = self.0.lock();
-        s.in_flight = s.in_flight.saturating_sub(1);
-        s.idle_since = Instant::now();
+        if let Some(phases) = self.0.take() {
+            let mut s = phases.lock();
+            s.in_flight = s.in_flight.saturating_sub(1);
+            s.idle_since = Instant::now();
+        }
     }
 }
 
@@ -201,6 +225,11 @@ impl<S> Deadlined<S> {
 
     pub fn get_ref(&self) -> &S {
         &self.inner
+    }
+
+    /// The stream, without the deadlines' timers (the caller enforces them from now on).
+    pub fn into_inner(self) -> S {
+        self.inner
     }
 }
 

@@ -237,8 +237,8 @@ async fn connection(
         open.identified(interface);
         match interface {
             Interface::Binary => {
-                binary::serve(
-                    stream,
+                binary::serve_on_thread(
+                    stream.into_inner(),
                     first.to_vec(),
                     svc.clone(),
                     phases.clone(),

@@ -73,7 +73,22 @@ impl Idcar {
         Self::launch(tempfile::tempdir().unwrap(), extra, Some(shell)).await
     }
 
+    /// Starts idcar expecting it may refuse to run: returns once its socket accepts
+    /// connections or it has exited (see [`Idcar::wait_exit`]).
+    pub async fn start_or_exit(extra: &[&str]) -> Idcar {
+        Self::launch_as(tempfile::tempdir().unwrap(), extra, None, true).await
+    }
+
     async fn launch(dir: tempfile::TempDir, extra: &[&str], shell: Option<&str>) -> Idcar {
+        Self::launch_as(dir, extra, shell, false).await
+    }
+
+    async fn launch_as(
+        dir: tempfile::TempDir,
+        extra: &[&str],
+        shell: Option<&str>,
+        may_exit: bool,
+    ) -> Idcar {
         let admin = format!("127.0.0.1:{}", free_port());
         let mut cmd = serve_cmd(dir.path(), &admin, extra);
         if let Some(shell) = shell {
@@ -102,6 +117,10 @@ impl Idcar {
         let mut i = i;
         while tokio::net::UnixStream::connect(&i.socket).await.is_err() {
             if let Ok(Some(st)) = i.child.try_wait() {
+                if may_exit {
+                    // `try_wait` keeps the status for `wait_exit`.
+                    return i;
+                }
                 panic!(
                     "idcar exited ({st:?}) before opening its socket: {}",
                     i.logs()
