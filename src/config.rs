@@ -79,6 +79,8 @@ pub struct ServeConfig {
     pub threads: usize,
     /// Testing aid (cargo feature `fault-injection`): offset of the simulated host clock, ns.
     pub clock_skew_ns: i64,
+    /// What shapes the layout's IDs (`flag name`, value), for clients' describe requests.
+    pub params: Vec<(String, String)>,
 }
 
 /// How a lease keeps its mark ahead of the clock.
@@ -207,6 +209,7 @@ impl ServeConfig {
             conn,
             threads: a.threads,
             clock_skew_ns: clock_skew(a),
+            params: pool_params(&a.layout, a.cluster_id),
             layout,
         })
     }

@@ -83,6 +83,8 @@ pub struct Service {
     /// for the next tick keeps its place, so later requests cannot take every fresh tick from
     /// under it: waits are shared out in order instead of won by races.
     lane: tokio::sync::Mutex<()>,
+    /// The answer to a describe request (see [`crate::server::frame`]).
+    description: std::sync::OnceLock<Vec<u8>>,
 }
 
 impl Service {
@@ -113,6 +115,7 @@ impl Service {
             started: Instant::now(),
             draining: AtomicBool::new(false),
             lane: tokio::sync::Mutex::new(()),
+            description: std::sync::OnceLock::new(),
         }))
     }
 
@@ -130,6 +133,33 @@ impl Service {
 
     pub fn limits(&self) -> Limits {
         self.limits
+    }
+
+    /// Records the parameters that shape the layout's IDs (flag name without dashes, value),
+    /// for describe requests. Only the first call counts.
+    pub fn set_params(&self, params: &[(String, String)]) {
+        let _ = self.description.set(self.describe(params));
+    }
+
+    fn describe(&self, params: &[(String, String)]) -> Vec<u8> {
+        let params: serde_json::Map<String, serde_json::Value> = params
+            .iter()
+            .filter(|(k, _)| k != "layout")
+            .map(|(k, v)| (k.clone(), v.clone().into()))
+            .collect();
+        serde_json::json!({
+            "layout": self.layout.name(),
+            "width": self.layout.width(),
+            "form": self.layout.default_form().name(),
+            "params": params,
+        })
+        .to_string()
+        .into_bytes()
+    }
+
+    /// The answer to a describe request: the layout, its default text form, its parameters.
+    pub fn description(&self) -> &[u8] {
+        self.description.get_or_init(|| self.describe(&[]))
     }
 
     /// Where a clock watchdog reports stalled clocks; readiness follows it.

@@ -8,6 +8,8 @@
 #   yamllint               Debian package yamllint        deploy/ and docker-compose.yml
 #   setpriv                Debian package util-linux      the socket-permission test (other uids)
 #   libfaketime            Debian package faketime        the frozen-clock test (readiness, no hang)
+#   go, node, javac        golang-go, nodejs,             the client libraries' tests (clients/)
+#                          default-jdk-headless
 #   kubernetes-validate    PyPI, pinned, in the venv      manifests against Kubernetes schemas
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,6 +38,9 @@ command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 command -v yamllint >/dev/null 2>&1 || missing+=(yamllint)
 command -v setpriv >/dev/null 2>&1 || missing+=(util-linux)
 command -v faketime >/dev/null 2>&1 || missing+=(faketime)
+command -v go >/dev/null 2>&1 || missing+=(golang-go)
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v javac >/dev/null 2>&1 || missing+=(default-jdk-headless)
 command -v python3 >/dev/null 2>&1 || missing+=(python3)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
 if [ ${#missing[@]} -gt 0 ]; then
@@ -43,6 +48,9 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 echo "promtool: $(promtool --version 2>&1 | head -1)"
 echo "yamllint: $(yamllint --version)"
+echo "go: $(go version)"
+echo "node: $(node --version)"
+echo "javac: $(javac -version 2>&1)"
 
 venv=target/test-tools/venv
 want_kv=1.37.0

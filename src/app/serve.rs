@@ -216,6 +216,7 @@ pub async fn serve(mut cfg: ServeConfig) -> anyhow::Result<()> {
         cfg.limits,
     )
     .context("cannot start the timer thread")?;
+    svc.set_params(&cfg.params);
     crate::clock::watch_clocks(svc.clock_faults(), clock, stalled)
         .context("cannot start the clock watchdog thread")?;
     let follower = tokio::spawn(svc.clone().follow_lease());

@@ -238,7 +238,16 @@ fn write_all(
 
 fn answer_blocking(svc: &Service, req: Request, out: &mut Vec<u8>, rt: &tokio::runtime::Handle) {
     let started = Instant::now();
-    let Request::GetIds { count, ask } = req;
+    let (count, ask) = match req {
+        Request::GetIds { count, ask } => (count, ask),
+        Request::Describe => {
+            let d = svc.description();
+            let width = svc.layout().width() as u8;
+            frame::encode_response_header(Status::Ok, width, d.len() as u32, out);
+            out.extend_from_slice(d);
+            return;
+        }
+    };
     let width = svc.layout().width();
     let at = out.len();
     frame::encode_response_header(Status::Ok, width as u8, 0, out);

@@ -5,7 +5,7 @@
 //! | byte | field | value |
 //! |---|---|---|
 //! | 0 | magic | `0xD1` (never an ASCII byte, so the server tells it from HTTP) |
-//! | 1 | opcode | `0x01` = get IDs |
+//! | 1 | opcode | `0x01` = get IDs, `0x02` = describe (no payload) |
 //! | 2..4 | len | payload length, u16 big-endian (at most [`MAX_REQUEST_PAYLOAD`]) |
 //! | 4..8 | count | get IDs: how many, u32 big-endian |
 //! | 8 | flags | optional (payload of 8 bytes): bit 0 = `meta` is given, bit 1 = transaction |
@@ -26,7 +26,12 @@
 //! | 3 | reserved | 0 |
 //! | 4..8 | len | payload length, u32 big-endian |
 //!
-//! An ok payload is `count * width` bytes: the IDs' binary forms back to back. A client learns
+//! A describe request (`d1 02 00 00`) is answered with the layout's width and a JSON payload:
+//! `{"layout":…,"width":…,"form":…,"params":{…}}` — the layout's name, its default text form and
+//! every parameter that shapes its IDs (flag name without dashes → value, as text), so a client
+//! can format and decode IDs without being configured.
+//!
+//! A get-IDs ok payload is `count * width` bytes: the IDs' binary forms back to back. A client learns
 //! the width from every ok response's header (`len / width` IDs follow), so it needs no
 //! configuration to split a response; a layout's width never changes while a server runs. An error
 //! payload is a one-line UTF-8 reason. Requests may be pipelined; responses come in order. A
@@ -36,6 +41,7 @@
 
 pub const MAGIC: u8 = 0xD1;
 pub const OP_GET_IDS: u8 = 0x01;
+pub const OP_DESCRIBE: u8 = 0x02;
 /// Flag bit: the request carries a metabyte.
 pub const FLAG_META: u8 = 0x01;
 /// Flag bit: the IDs of one transaction.
@@ -70,7 +76,12 @@ impl Status {
 /// A parsed request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Request {
-    GetIds { count: u32, ask: RequestOptions },
+    GetIds {
+        count: u32,
+        ask: RequestOptions,
+    },
+    /// The layout, its default text form and its parameters.
+    Describe,
 }
 
 /// A request that could not be understood.
@@ -134,6 +145,8 @@ pub fn parse_request(buf: &[u8]) -> Result<Option<(Request, usize)>, FrameError>
             }
             Ok(Some((Request::GetIds { count, ask }, total)))
         }
+        OP_DESCRIBE if len == 0 => Ok(Some((Request::Describe, total))),
+        OP_DESCRIBE => Err(bad(format!("describe takes no payload, got {len} bytes"))),
         op => Err(bad(format!("unknown opcode {op:#04x}"))),
     }
 }
@@ -261,6 +274,20 @@ mod tests {
         assert!(e.reason.contains("unknown opcode"));
         let e = parse_request(&[0xD1, 0x01, 0, 2, 0, 1]).unwrap_err();
         assert_eq!(e.skip, Some(6));
+    }
+
+    #[test]
+    fn describe_has_no_payload() {
+        assert_eq!(
+            parse_request(&[0xD1, 0x02, 0, 0, 0xD1]).unwrap(),
+            Some((Request::Describe, 4))
+        );
+        let e = parse_request(&[0xD1, 0x02, 0, 1, 7]).unwrap_err();
+        assert_eq!(
+            e.skip,
+            Some(5),
+            "a describe with a payload is refused, the stream survives"
+        );
     }
 
     #[test]

@@ -1,0 +1,3 @@
+module github.com/idcar/idcar/clients/go
+
+go 1.19

@@ -1,0 +1,302 @@
+package dev.idcar.client;
+
+import java.time.LocalDateTime;
+import java.time.ZoneOffset;
+import java.util.Collections;
+import java.util.Locale;
+import java.util.Map;
+import java.util.TreeMap;
+
+/**
+ * Text forms and fields of every idcar layout, exactly as {@code idcar decode --json} prints
+ * them. Pure functions of an ID's bytes (and, for si53, the pool's parameters); no I/O.
+ */
+public final class Decoder {
+    static final String UGD60_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    static final String SNO80_ALPHABET = "23456789abcdefghijklmnopqrstuvwx";
+    /** ugd60's epoch, Unix seconds (2018-03-01T00:00:00Z). */
+    public static final long UGD60_EPOCH_S = 1_519_862_400L;
+    /** sno80's epoch, Unix milliseconds (2010-01-01T00:00:00Z). */
+    public static final long SNO80_EPOCH_MS = 1_262_304_000_000L;
+    /** si53's default base clock, Unix milliseconds (2020-01-01T00:00:00Z). */
+    public static final long SI53_DEFAULT_BASE_CLOCK = 1_577_836_800_000L;
+    /** si53's default machine-ID bits. */
+    public static final int SI53_DEFAULT_MID_BITS = 5;
+
+    private Decoder() {
+    }
+
+    /** The width in bytes of a layout's IDs, or 0 for a layout this client does not know. */
+    public static int width(String layout) {
+        switch (layout) {
+            case "lable64":
+            case "ugd60":
+            case "si53":
+                return 8;
+            case "sno80":
+                return 10;
+            case "muid128":
+                return 16;
+            default:
+                return 0;
+        }
+    }
+
+    /** The default text form of a layout: hex, b64, dec, b32, muid (null when unknown). */
+    public static String defaultForm(String layout) {
+        switch (layout) {
+            case "lable64": return "hex";
+            case "ugd60": return "b64";
+            case "si53": return "dec";
+            case "sno80": return "b32";
+            case "muid128": return "muid";
+            default: return null;
+        }
+    }
+
+    static long u64(byte[] b, int off) {
+        long v = 0;
+        for (int i = 0; i < 8; i++) {
+            v = v << 8 | (b[off + i] & 0xFF);
+        }
+        return v;
+    }
+
+    private static String hex(byte[] b) {
+        StringBuilder s = new StringBuilder(b.length * 2);
+        for (byte x : b) {
+            s.append(Character.forDigit((x >> 4) & 15, 16)).append(Character.forDigit(x & 15, 16));
+        }
+        return s.toString();
+    }
+
+    /** Bits [from, from+n) of b, most significant bit of b[0] being bit 0. */
+    private static int bits(byte[] b, int from, int n) {
+        int v = 0;
+        for (int i = from; i < from + n; i++) {
+            v = v << 1 | ((b[i >> 3] >> (7 - (i & 7))) & 1);
+        }
+        return v;
+    }
+
+    private static String ugd60Text(long s) {
+        long v = (Integer.reverse((int) (s >>> 28)) & 0xFFFF_FFFFL) << 28 | (s & ((1L << 28) - 1));
+        char[] c = new char[10];
+        for (int i = 0; i < 10; i++) {
+            c[i] = UGD60_ALPHABET.charAt((int) ((v >>> (54 - 6 * i)) & 63));
+        }
+        return new String(c);
+    }
+
+    private static String sno80Text(byte[] b) {
+        char[] c = new char[16];
+        for (int i = 0; i < 16; i++) {
+            c[i] = SNO80_ALPHABET.charAt(bits(b, 5 * i, 5));
+        }
+        return new String(c);
+    }
+
+    private static String muidText(byte[] b) {
+        String h = hex(b).toUpperCase(Locale.ROOT);
+        return h.substring(0, 13) + "-" + h.substring(13, 24) + "-" + h.substring(24);
+    }
+
+    /** The default text form of an ID of {@code layout} given its raw bytes. */
+    public static String text(String layout, byte[] b) {
+        switch (layout) {
+            case "lable64":
+                return String.format("%016x", u64(b, 0));
+            case "si53":
+                return Long.toUnsignedString(u64(b, 0));
+            case "ugd60":
+                return ugd60Text(u64(b, 0));
+            case "sno80":
+                return sno80Text(b);
+            case "muid128":
+                return muidText(b);
+            default:
+                return hex(b);
+        }
+    }
+
+    /** Parses the default text form of an ID of {@code layout}. */
+    public static Id parse(String layout, String text) {
+        try {
+            switch (layout) {
+                case "lable64":
+                    if (text.length() != 16) {
+                        throw new IllegalArgumentException("16 hex digits expected");
+                    }
+                    return Id.ofLong(layout, Long.parseUnsignedLong(text, 16));
+                case "si53":
+                    return Id.ofLong(layout, Long.parseLong(text));
+                case "ugd60": {
+                    if (text.length() != 10) {
+                        throw new IllegalArgumentException("10 characters expected");
+                    }
+                    long v = 0;
+                    for (int i = 0; i < 10; i++) {
+                        int d = UGD60_ALPHABET.indexOf(text.charAt(i));
+                        if (d < 0) {
+                            throw new IllegalArgumentException("bad character " + text.charAt(i));
+                        }
+                        v = v << 6 | d;
+                    }
+                    long ts = Integer.reverse((int) (v >>> 28)) & 0xFFFF_FFFFL;
+                    return Id.ofLong(layout, ts << 28 | (v & ((1L << 28) - 1)));
+                }
+                case "sno80": {
+                    if (text.length() != 16) {
+                        throw new IllegalArgumentException("16 characters expected");
+                    }
+                    byte[] b = new byte[10];
+                    for (int i = 0; i < 16; i++) {
+                        int d = SNO80_ALPHABET.indexOf(text.charAt(i));
+                        if (d < 0) {
+                            throw new IllegalArgumentException("bad character " + text.charAt(i));
+                        }
+                        for (int k = 0; k < 5; k++) {
+                            if (((d >> (4 - k)) & 1) != 0) {
+                                int bit = 5 * i + k;
+                                b[bit >> 3] |= (byte) (0x80 >> (bit & 7));
+                            }
+                        }
+                    }
+                    return Id.ofOwned(layout, b);
+                }
+                case "muid128": {
+                    String h = text.replace("-", "");
+                    if (h.length() != 32) {
+                        throw new IllegalArgumentException("32 hex digits expected");
+                    }
+                    byte[] b = new byte[16];
+                    for (int i = 0; i < 16; i++) {
+                        b[i] = (byte) Integer.parseInt(h.substring(2 * i, 2 * i + 2), 16);
+                    }
+                    return Id.ofOwned(layout, b);
+                }
+                default:
+                    throw new IllegalArgumentException("unknown layout");
+            }
+        } catch (IllegalArgumentException e) {
+            throw new IllegalArgumentException("not a " + layout + " ID: " + text + " (" + e.getMessage() + ")", e);
+        }
+    }
+
+    /** RFC 3339 UTC with milliseconds, e.g. {@code 2026-11-22T04:25:11.038Z}. */
+    static String timeMillis(long ms) {
+        LocalDateTime t = LocalDateTime.ofEpochSecond(Math.floorDiv(ms, 1000L), 0, ZoneOffset.UTC);
+        return String.format(Locale.ROOT, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", t.getYear(), t.getMonthValue(),
+                t.getDayOfMonth(), t.getHour(), t.getMinute(), t.getSecond(), Math.floorMod(ms, 1000L));
+    }
+
+    /** RFC 3339 UTC with microseconds, e.g. {@code 2022-01-19T08:00:30.975519Z}. */
+    static String timeMicros(long us) {
+        LocalDateTime t = LocalDateTime.ofEpochSecond(Math.floorDiv(us, 1_000_000L), 0, ZoneOffset.UTC);
+        return String.format(Locale.ROOT, "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ", t.getYear(), t.getMonthValue(),
+                t.getDayOfMonth(), t.getHour(), t.getMinute(), t.getSecond(), Math.floorMod(us, 1_000_000L));
+    }
+
+    /** {@link #decode(Id, Map)} with the layout's default parameters. */
+    public static Map<String, Object> decode(Id id) {
+        return decode(id, Collections.emptyMap());
+    }
+
+    /**
+     * The fields of an ID: the same keys and values as {@code idcar decode --json} (integers as
+     * {@link Long}, the rest as strings), in a read-only map sorted by key. {@code params} are the
+     * describe parameters; only si53 uses them ({@code base-clock}, {@code mid-bits}).
+     *
+     * @throws IllegalArgumentException when the bytes are not a valid ID of the layout
+     */
+    public static Map<String, Object> decode(Id id, Map<String, String> params) {
+        byte[] b = id.raw();
+        String layout = id.layout();
+        Map<String, Object> m = new TreeMap<>();
+        m.put("layout", layout);
+        switch (layout) {
+            case "lable64": {
+                long u = u64(b, 0);
+                long reserved = (u >>> 10) & 63;
+                if (reserved != 0) {
+                    throw new IllegalArgumentException("not a lable64 ID: reserved bits are " + reserved + ", not zero");
+                }
+                long ms = Long.reverse(u & ~((1L << 22) - 1));
+                m.put("id", text(layout, b));
+                m.put("timestamp_ms", ms);
+                m.put("sequence", (u >>> 16) & 63);
+                m.put("generator", (u >>> 4) & 63);
+                m.put("cluster", u & 15);
+                m.put("time", timeMillis(ms));
+                break;
+            }
+            case "ugd60": {
+                long s = u64(b, 0);
+                if ((s >>> 60) != 0) {
+                    throw new IllegalArgumentException("not a ugd60 ID: ugd60 IDs have 60 bits");
+                }
+                long ts = s >>> 28;
+                m.put("id", text(layout, b));
+                m.put("storage_hex", String.format("%015x", s));
+                m.put("timestamp_s", ts);
+                m.put("worker", (s >>> 19) & 511);
+                m.put("seq", (s >>> 9) & 1023);
+                m.put("random", s & 511);
+                m.put("time", timeMillis((UGD60_EPOCH_S + ts) * 1000L));
+                break;
+            }
+            case "si53": {
+                long v = u64(b, 0);
+                if ((v >>> 53) != 0) {
+                    throw new IllegalArgumentException("not a si53 ID: si53 IDs are below 2^53");
+                }
+                long base = params.containsKey("base-clock") ? Long.parseLong(params.get("base-clock")) : SI53_DEFAULT_BASE_CLOCK;
+                int midBits = params.containsKey("mid-bits") ? Integer.parseInt(params.get("mid-bits")) : SI53_DEFAULT_MID_BITS;
+                if (midBits < 0 || midBits > 13) {
+                    throw new IllegalArgumentException("mid-bits " + midBits + " is not in 0..13");
+                }
+                int uinBits = 13 - midBits;
+                long mab = v >>> 13;
+                m.put("id", v);
+                m.put("MAB", mab);
+                m.put("MID", (v >>> uinBits) & ((1L << midBits) - 1));
+                m.put("UIN", v & ((1L << uinBits) - 1));
+                m.put("base_clock", base);
+                m.put("timestamp_ms", base + mab);
+                m.put("time", timeMillis(base + mab));
+                break;
+            }
+            case "sno80": {
+                long head = u64(b, 0);
+                long units = head >>> 25;
+                long unixMs = SNO80_EPOCH_MS + units * 4;
+                m.put("id", text(layout, b));
+                m.put("bytes_hex", hex(b));
+                m.put("units", units);
+                m.put("tick", (head >>> 24) & 1);
+                m.put("meta", (head >>> 16) & 255);
+                m.put("partition", head & 0xFFFF);
+                m.put("partition_bytes_hex", String.format("%04x", head & 0xFFFF));
+                m.put("sequence", (long) ((b[8] & 0xFF) << 8 | (b[9] & 0xFF)));
+                m.put("unix_ms", unixMs);
+                m.put("time", timeMillis(unixMs));
+                break;
+            }
+            case "muid128": {
+                long hi = u64(b, 0);
+                long lo = u64(b, 8);
+                long ts = hi >>> 12;
+                m.put("id", text(layout, b));
+                m.put("packed_hex", hex(b));
+                m.put("timestamp", ts);
+                m.put("medallion", (hi & 0xFFF) << 32 | (lo >>> 32));
+                m.put("offset", (long) (int) lo);
+                m.put("time", timeMicros(ts));
+                break;
+            }
+            default:
+                throw new IllegalArgumentException("unknown layout " + layout);
+        }
+        return Collections.unmodifiableMap(m);
+    }
+}

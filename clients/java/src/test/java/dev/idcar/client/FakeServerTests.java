@@ -1,0 +1,175 @@
+package dev.idcar.client;
+
+import java.io.IOException;
+import java.net.StandardProtocolFamily;
+import java.net.UnixDomainSocketAddress;
+import java.nio.ByteBuffer;
+import java.nio.channels.ServerSocketChannel;
+import java.nio.channels.SocketChannel;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+
+/** Bad responses from a fake server on a Unix socket: clear errors, never a hang. */
+final class FakeServerTests {
+    private FakeServerTests() {
+    }
+
+    interface Handler {
+        void serve(SocketChannel ch) throws IOException, InterruptedException;
+    }
+
+    /** A fake server: accepts connections and runs the handler on each (one at a time). */
+    static final class Fake implements AutoCloseable {
+        final Path dir;
+        final Path socket;
+        private final ServerSocketChannel server;
+        private final Thread thread;
+
+        Fake(Handler h) throws IOException {
+            dir = Files.createTempDirectory("idcar-java-fake-");
+            socket = dir.resolve("s.sock");
+            server = ServerSocketChannel.open(StandardProtocolFamily.UNIX);
+            server.bind(UnixDomainSocketAddress.of(socket));
+            thread = new Thread(() -> {
+                while (server.isOpen()) {
+                    try (SocketChannel ch = server.accept()) {
+                        h.serve(ch);
+                    } catch (IOException | InterruptedException e) {
+                        // next connection, or closed
+                    }
+                }
+            }, "fake-idcar");
+            thread.setDaemon(true);
+            thread.start();
+        }
+
+        IdcarClient.Builder client() {
+            return IdcarClient.builder().socket(socket).timeout(Duration.ofMillis(500)).retryDeadline(Duration.ofMillis(500));
+        }
+
+        @Override
+        public void close() throws IOException {
+            server.close();
+            thread.interrupt();
+            try {
+                thread.join(2000);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            Files.deleteIfExists(socket);
+            Files.deleteIfExists(dir);
+        }
+    }
+
+    static byte[] read(SocketChannel ch, int n) throws IOException {
+        ByteBuffer b = ByteBuffer.allocate(n);
+        while (b.hasRemaining()) {
+            if (ch.read(b) < 0) {
+                throw new IOException("eof");
+            }
+        }
+        return b.array();
+    }
+
+    static void write(SocketChannel ch, byte[] data) throws IOException {
+        ByteBuffer b = ByteBuffer.wrap(data);
+        while (b.hasRemaining()) {
+            ch.write(b);
+        }
+    }
+
+    static byte[] response(int status, int width, byte[] payload) {
+        ByteBuffer b = ByteBuffer.allocate(8 + payload.length);
+        b.put((byte) 0xD1).put((byte) status).put((byte) width).put((byte) 0).putInt(payload.length).put(payload);
+        return b.array();
+    }
+
+    static final byte[] DESCRIBE_OK = response(0, 8,
+            "{\"form\":\"hex\",\"layout\":\"lable64\",\"params\":{\"cluster-id\":\"0\"},\"width\":8}".getBytes(StandardCharsets.UTF_8));
+
+    /** Answers the describe properly, then gives {@code answer} to the first get-IDs request. */
+    static Handler describedThen(byte[] answer) {
+        return ch -> {
+            read(ch, 4);
+            write(ch, DESCRIBE_OK);
+            read(ch, 8);
+            write(ch, answer);
+            Thread.sleep(3000); // keep the connection open: the client must not wait for more
+        };
+    }
+
+    private static void expectQuickly(Class<? extends Throwable> type, Handler h, String contains) throws Exception {
+        try (Fake f = new Fake(h); IdcarClient c = f.client().build()) {
+            long t0 = System.nanoTime();
+            Throwable e = Check.fails(type, c::nextId);
+            long ms = (System.nanoTime() - t0) / 1_000_000;
+            Check.isTrue(ms < 3000, "took " + ms + " ms");
+            Check.isTrue(e.getMessage().contains(contains), "message <" + e.getMessage() + "> lacks <" + contains + ">");
+        }
+    }
+
+    static void testGarbageIsProtocolError() throws Exception {
+        expectQuickly(ProtocolException.class, ch -> {
+            read(ch, 4);
+            write(ch, "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n".getBytes(StandardCharsets.US_ASCII));
+            Thread.sleep(3000);
+        }, "magic");
+    }
+
+    static void testWrongWidthIsProtocolError() throws Exception {
+        expectQuickly(ProtocolException.class, describedThen(response(0, 10, new byte[10])), "width");
+    }
+
+    static void testBadLengthIsProtocolError() throws Exception {
+        expectQuickly(ProtocolException.class, describedThen(response(0, 8, new byte[7])), "multiple");
+    }
+
+    static void testWrongCountIsProtocolError() throws Exception {
+        expectQuickly(ProtocolException.class, describedThen(response(0, 8, new byte[16])), "asked for 1");
+    }
+
+    static void testUnknownStatusIsProtocolError() throws Exception {
+        expectQuickly(ProtocolException.class, describedThen(response(7, 0, new byte[0])), "status");
+    }
+
+    static void testBadDescribeIsProtocolError() throws Exception {
+        expectQuickly(ProtocolException.class, ch -> {
+            read(ch, 4);
+            write(ch, response(0, 8, "not json".getBytes(StandardCharsets.UTF_8)));
+            Thread.sleep(3000);
+        }, "describe");
+    }
+
+    static void testBadRequestIsNotRetried() throws Exception {
+        byte[] refusal = response(1, 0, "count 1 is above --max-batch 0".getBytes(StandardCharsets.UTF_8));
+        try (Fake f = new Fake(describedThen(refusal));
+                IdcarClient c = f.client().retryDeadline(Duration.ofSeconds(30)).build()) {
+            long t0 = System.nanoTime();
+            BadRequestException e = Check.fails(BadRequestException.class, c::nextId);
+            Check.isTrue(System.nanoTime() - t0 < 3_000_000_000L, "not retried");
+            Check.equal("count 1 is above --max-batch 0", e.reason(), "reason");
+        }
+    }
+
+    static void testSilentServerTimesOut() throws Exception {
+        try (Fake f = new Fake(ch -> Thread.sleep(10_000)); IdcarClient c = f.client().timeout(Duration.ofMillis(300)).build()) {
+            long t0 = System.nanoTime();
+            IdcarTimeoutException e = Check.fails(IdcarTimeoutException.class, c::describe);
+            long ms = (System.nanoTime() - t0) / 1_000_000;
+            Check.isTrue(ms >= 250 && ms < 3000, "timed out after " + ms + " ms");
+            Check.isTrue(e.getMessage().contains(f.socket.toString()), "names the socket: " + e.getMessage());
+        }
+    }
+
+    static void testServerClosingIsRetriedThenConnectError() throws Exception {
+        try (Fake f = new Fake(ch -> read(ch, 4)); IdcarClient c = f.client().build()) {
+            long t0 = System.nanoTime();
+            IdcarConnectException e = Check.fails(IdcarConnectException.class, c::nextId);
+            long ms = (System.nanoTime() - t0) / 1_000_000;
+            Check.isTrue(ms >= 450 && ms < 3000, "gave up after " + ms + " ms");
+            Check.isTrue(e.getMessage().contains(f.socket.toString()), "names the socket: " + e.getMessage());
+        }
+    }
+}

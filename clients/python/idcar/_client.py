@@ -1,0 +1,319 @@
+"""The thread-safe client: one connection, describe on connect, retries, optional prefetch."""
+
+import collections
+import errno
+import json
+import os
+import socket as _socket
+import struct
+import threading
+import time
+
+from . import _layouts
+
+MAGIC = 0xD1
+DEFAULT_SOCKET = "/tmp/idcar.sock"
+#: Largest count sent in one request (servers accept at least 1,000; larger asks are split).
+CHUNK = 1000
+_DESCRIBE = bytes([MAGIC, 2, 0, 0])
+
+
+class IdcarError(Exception):
+    """Anything that went wrong talking to idcar."""
+
+
+class ConnectError(IdcarError):
+    """The socket cannot be reached (missing, refused, permission denied)."""
+
+
+class UnavailableError(IdcarError):
+    """The server cannot issue IDs now (status 2: no lease, mark reached, timed out)."""
+
+
+class BadRequestError(IdcarError):
+    """The server refused the request (status 1); retrying will not help."""
+
+
+class ProtocolError(IdcarError):
+    """The server's answer is not the idcar binary protocol."""
+
+
+class Description:
+    """What a server told about itself: layout, ID width, default text form, parameters."""
+
+    def __init__(self, data):
+        self.layout = data["layout"]
+        self.width = int(data["width"])
+        self.form = data.get("form", "")
+        self.params = dict(data.get("params", {}))
+
+    def __repr__(self):
+        return f"Description(layout={self.layout!r}, width={self.width}, form={self.form!r})"
+
+
+def socket_path(socket=None):
+    """The socket to use: the argument, else ``IDCAR_SOCKET``, else the server's default."""
+    return socket or os.environ.get("IDCAR_SOCKET") or DEFAULT_SOCKET
+
+
+def get_ids_frame(count):
+    return struct.pack(">BBHI", MAGIC, 1, 4, count)
+
+
+def parse_header(head, described_width=None):
+    """(status, width, length) of an 8-byte response header; ProtocolError if malformed."""
+    magic, status, width, _reserved, length = struct.unpack(">BBBBI", head)
+    if magic != MAGIC:
+        raise ProtocolError(f"bad magic byte 0x{magic:02x} in a response")
+    if status not in (0, 1, 2):
+        raise ProtocolError(f"unknown status {status}")
+    if status == 0 and described_width and width != described_width:
+        raise ProtocolError(f"response width {width}, the server described {described_width}")
+    if length > 64 * 1024 * 1024:
+        raise ProtocolError(f"response of {length} bytes")
+    return status, width, length
+
+
+def split_ids(width, payload):
+    """The IDs of an ok payload: ints for 8-byte layouts, else bytes."""
+    if width == 0 or len(payload) % width:
+        raise ProtocolError(f"payload of {len(payload)} bytes is not a multiple of width {width}")
+    chunks = [payload[i : i + width] for i in range(0, len(payload), width)]
+    if width == 8:
+        return [int.from_bytes(c, "big") for c in chunks]
+    return chunks
+
+
+def answer(status, payload):
+    """An ok payload; raises BadRequestError (never retried); or the UnavailableError to retry."""
+    reason = payload.decode(errors="replace")
+    if status == 0:
+        return payload
+    if status == 1:
+        raise BadRequestError(reason)
+    return UnavailableError(f"idcar unavailable: {reason}")
+
+
+def ids_of(width, payload, count):
+    """The ``count`` IDs of a get-IDs payload."""
+    got = split_ids(width, payload)
+    if len(got) != count:
+        raise ProtocolError(f"asked for {count} IDs, got {len(got)}")
+    return got
+
+
+def connect_error(path, e):
+    """A ConnectError naming the path; whether to retry (not for permission denied)."""
+    why = e.strerror or str(e)
+    return ConnectError(f"cannot connect to {path}: {why}"), e.errno not in (errno.EACCES, errno.EPERM)
+
+
+class _Retry:
+    """Exponential backoff (10 ms doubling up to 200 ms) until a deadline."""
+
+    def __init__(self, deadline_s):
+        self.end = time.monotonic() + max(deadline_s, 0)
+        self.delay = 0.01
+
+    def pause(self):
+        """Seconds to sleep before the next try, or None when the deadline has passed."""
+        left = self.end - time.monotonic()
+        if left <= 0:
+            return None
+        d = min(self.delay, left)
+        self.delay = min(self.delay * 2, 0.2)
+        return d
+
+
+class _Buffer:
+    """Prefetched IDs with their fetch time; handed out once, dropped past ``max_age``."""
+
+    def __init__(self, size, low_water, max_age):
+        self.size = size
+        self.low_water = size // 4 if low_water is None else low_water
+        self.max_age = max_age
+        self.items = collections.deque()
+        self.refilling = False
+
+    def take(self, now):
+        while self.items and now - self.items[0][1] > self.max_age:
+            self.items.popleft()
+        return self.items.popleft()[0] if self.items else None
+
+    def wants_refill(self):
+        return not self.refilling and len(self.items) <= self.low_water
+
+    def add(self, ids, at):
+        self.items.extend((i, at) for i in ids)
+
+
+class Client:
+    """A thread-safe idcar client over the Unix socket.
+
+    ``next_id()`` and ``ids(n)`` return ints for the 8-byte layouts (lable64, ugd60, si53) and
+    bytes for sno80 and muid128; ``text(id)`` and ``decode(id)`` format and decode them as the
+    server's layout does. With ``prefetch=K`` IDs come from a local buffer refilled in the
+    background (see the README for the trade-off).
+    """
+
+    def __init__(self, socket=None, *, timeout=5.0, retry_deadline=5.0, prefetch=0,
+                 low_water=None, max_age=1.0):
+        self.path = socket_path(socket)
+        self.timeout = timeout
+        self.retry_deadline = retry_deadline
+        self._lock = threading.Lock()
+        self._sock = None
+        self._desc = None
+        self._closed = False
+        self._buf = _Buffer(prefetch, low_water, max_age) if prefetch > 0 else None
+        self._buf_lock = threading.Lock()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        """Closes the connection and drops prefetched IDs."""
+        self._closed = True
+        with self._buf_lock:
+            if self._buf:
+                self._buf.items.clear()
+        with self._lock:
+            self._drop()
+
+    # -- connection ---------------------------------------------------------------------
+
+    def _drop(self):
+        if self._sock is not None:
+            try:
+                self._sock.close()
+            finally:
+                self._sock = None
+
+    def _read_exact(self, n):
+        data = bytearray()
+        while len(data) < n:
+            chunk = self._sock.recv(n - len(data))
+            if not chunk:
+                raise ConnectionResetError(errno.ECONNRESET, "the server closed the connection")
+            data += chunk
+        return bytes(data)
+
+    def _exchange(self, frame):
+        self._sock.sendall(frame)
+        head = self._read_exact(8)
+        width = self._desc.width if self._desc else None
+        status, w, length = parse_header(head, width if frame != _DESCRIBE else None)
+        return status, w, self._read_exact(length)
+
+    def _connect(self):
+        s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        s.settimeout(self.timeout)
+        try:
+            s.connect(self.path)
+        except OSError as e:
+            s.close()
+            raise e
+        self._sock = s
+        status, _w, payload = self._exchange(_DESCRIBE)
+        if status != 0:
+            raise ProtocolError(f"describe refused: {payload.decode(errors='replace')}")
+        try:
+            self._desc = Description(json.loads(payload))
+        except (ValueError, KeyError) as e:
+            raise ProtocolError(f"bad describe answer: {e}") from None
+
+    def _call(self, frame):
+        """Sends one request (connecting, retrying as the contract says): (width, payload)."""
+        if self._closed:
+            raise IdcarError("the client is closed")
+        retry = _Retry(self.retry_deadline)
+        while True:
+            with self._lock:
+                try:
+                    if self._sock is None:
+                        self._connect()
+                    status, width, payload = self._exchange(frame)
+                except _socket.timeout:
+                    self._drop()
+                    raise IdcarError(f"{self.path}: no answer within {self.timeout} s") from None
+                except ProtocolError:
+                    self._drop()
+                    raise
+                except (FileNotFoundError, ConnectionRefusedError, PermissionError) as e:
+                    self._drop()
+                    last, retriable = connect_error(self.path, e)
+                    if not retriable:
+                        raise last from None
+                except (ConnectionError, BrokenPipeError, OSError) as e:
+                    self._drop()
+                    last = IdcarError(f"{self.path}: connection lost: {e}")
+                else:
+                    last = answer(status, payload)
+                    if isinstance(last, bytes):
+                        return width, last
+            pause = retry.pause()
+            if pause is None:
+                raise last
+            time.sleep(pause)
+
+    # -- API ----------------------------------------------------------------------------
+
+    def describe(self):
+        """The server's layout, width, default text form and parameters."""
+        if self._desc is None:
+            self._call(_DESCRIBE)
+        return self._desc
+
+    def _fetch(self, n):
+        out = []
+        while len(out) < n:
+            count = min(CHUNK, n - len(out))
+            width, payload = self._call(get_ids_frame(count))
+            out.extend(ids_of(width, payload, count))
+        return out
+
+    def ids(self, n):
+        """``n`` IDs (n >= 1), in one or more requests of at most 1,000."""
+        if not isinstance(n, int) or n < 1:
+            raise ValueError("n must be a positive integer")
+        if self._buf is None:
+            return self._fetch(n)
+        return [self.next_id() for _ in range(n)]
+
+    def next_id(self):
+        """One ID: from the prefetch buffer when on (refilled in the background), else fetched."""
+        if self._buf is None:
+            return self._fetch(1)[0]
+        with self._buf_lock:
+            got = self._buf.take(time.monotonic())
+            if self._buf.wants_refill() and not self._closed:
+                self._buf.refilling = True
+                threading.Thread(target=self._refill, name="idcar-prefetch", daemon=True).start()
+        return got if got is not None else self._fetch(1)[0]
+
+    def _refill(self):
+        try:
+            with self._buf_lock:
+                want = self._buf.size - len(self._buf.items)
+            ids = self._fetch(want) if want > 0 else []
+            with self._buf_lock:
+                if not self._closed:
+                    self._buf.add(ids, time.monotonic())
+        except IdcarError:
+            pass  # callers fetch directly and see the error themselves
+        finally:
+            with self._buf_lock:
+                self._buf.refilling = False
+
+    def text(self, id_):
+        """The ID in the server's default text form."""
+        d = self.describe()
+        return _layouts.text(d.layout, id_, d.params)
+
+    def decode(self, id_):
+        """The ID's fields, as ``idcar decode --json`` prints them."""
+        d = self.describe()
+        return _layouts.decode(d.layout, id_, d.params)

@@ -1,0 +1,278 @@
+"""The Python client against a real idcar server started by each test ($IDCAR_BIN)."""
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import idcar  # noqa: E402
+
+BIN = os.environ.get("IDCAR_BIN", "")
+LAYOUTS = ["lable64", "ugd60", "si53", "sno80", "muid128"]
+
+
+def require_bin():
+    if not BIN or not os.access(BIN, os.X_OK):
+        raise AssertionError("IDCAR_BIN must name the idcar binary (the Rust test suite sets it)")
+
+
+class Server:
+    """``idcar serve`` on a socket in its own temporary directory."""
+
+    def __init__(self, *extra, directory=None):
+        require_bin()
+        self.dir = directory or tempfile.mkdtemp(prefix="idcar-py-")
+        self.socket = os.path.join(self.dir, "s.sock")
+        self.extra = extra
+        self.proc = None
+        self.start()
+
+    def start(self):
+        self.log = open(os.path.join(self.dir, "log"), "ab")
+        self.proc = subprocess.Popen(
+            [BIN, "serve", "--socket", self.socket, "--state-file",
+             os.path.join(self.dir, "state"), "--admin-addr", "none", "--log", "warn",
+             *self.extra],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.log)
+        end = time.monotonic() + 10
+        while time.monotonic() < end:
+            s = socket.socket(socket.AF_UNIX)
+            try:
+                s.settimeout(1)
+                s.connect(self.socket)
+                s.sendall(bytes([0xD1, 2, 0, 0]))
+                if len(s.recv(8)) == 8:
+                    return
+            except OSError:
+                pass
+            finally:
+                s.close()
+            if self.proc.poll() is not None:
+                raise AssertionError(f"idcar exited: {self.logs()}")
+            time.sleep(0.02)
+        raise AssertionError(f"idcar did not answer in 10 s: {self.logs()}")
+
+    def logs(self):
+        with open(os.path.join(self.dir, "log"), "rb") as f:
+            return f.read().decode(errors="replace")
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self.log.close()
+
+    def close(self):
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def idcar_decode(layout, text, *extra):
+    out = subprocess.run([BIN, "decode", "--layout", layout, "--json", *extra, text],
+                         capture_output=True, text=True, timeout=10, check=True)
+    return json.loads(out.stdout)
+
+
+def key(i):
+    return i if isinstance(i, int) else bytes(i)
+
+
+class ClientTest(unittest.TestCase):
+    def setUp(self):
+        require_bin()
+
+    def hammer(self, client, workers=8, each=300):
+        got, errors = [], []
+        lock = threading.Lock()
+
+        def work():
+            try:
+                mine = [client.next_id() for _ in range(each // 2)] + client.ids(each // 2)
+                with lock:
+                    got.extend(mine)
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=work) for _ in range(workers)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        self.assertEqual(errors, [])
+        self.assertEqual(len(got), workers * each)
+        self.assertEqual(len({key(i) for i in got}), len(got), "duplicate IDs")
+        return got
+
+    def test_unique_across_threads_with_and_without_prefetch(self):
+        srv = Server()
+        try:
+            for prefetch in (0, 200):
+                with idcar.Client(srv.socket, prefetch=prefetch) as c:
+                    ids = self.hammer(c)
+                    self.assertTrue(all(isinstance(i, int) for i in ids))
+        finally:
+            srv.close()
+
+    def test_prefetched_ids_are_dropped_past_their_age(self):
+        srv = Server()
+        try:
+            with idcar.Client(srv.socket, prefetch=50, max_age=0.2) as c:
+                first = c.next_id()
+                time.sleep(0.5)  # the refill's IDs are now too old
+                later = c.next_id()
+                self.assertGreater(idcar.decode("lable64", later)["timestamp_ms"],
+                                   idcar.decode("lable64", first)["timestamp_ms"] + 300)
+        finally:
+            srv.close()
+
+    def test_server_restart_mid_stream(self):
+        srv = Server()
+        try:
+            with idcar.Client(srv.socket, prefetch=0) as c:
+                before = c.ids(500)
+                srv.stop()
+                srv.start()
+                after = c.ids(500)
+                self.assertEqual(len({*before, *after}), 1000)
+        finally:
+            srv.close()
+
+    def test_unavailable_retries_then_raises_with_the_reason(self):
+        srv = Server("--zk", "127.0.0.1:1", "--zk-session-timeout", "2s")
+        try:
+            with idcar.Client(srv.socket, retry_deadline=1.0) as c:
+                t = time.monotonic()
+                with self.assertRaises(idcar.UnavailableError) as e:
+                    c.next_id()
+                took = time.monotonic() - t
+                self.assertIn("no lease", str(e.exception))
+                self.assertGreaterEqual(took, 0.95)
+                self.assertLess(took, 10)
+        finally:
+            srv.close()
+
+    def test_missing_socket_is_a_clear_error(self):
+        path = os.path.join(tempfile.mkdtemp(), "missing.sock")
+        t = time.monotonic()
+        with self.assertRaises(idcar.ConnectError) as e:
+            idcar.Client(path, retry_deadline=0.3).next_id()
+        self.assertIn(path, str(e.exception))
+        self.assertLess(time.monotonic() - t, 5)
+
+    def test_decode_matches_idcar_decode_for_every_layout(self):
+        for layout in LAYOUTS:
+            extra = ["--mid-bits", "3"] if layout == "si53" else []
+            srv = Server("--layout", layout, *extra)
+            try:
+                with idcar.Client(srv.socket) as c:
+                    self.assertEqual(c.describe().layout, layout)
+                    for i in c.ids(3):
+                        text = c.text(i)
+                        self.assertEqual(c.decode(i), idcar_decode(layout, text, *extra),
+                                         f"{layout} {text}")
+            finally:
+                srv.close()
+
+    def test_garbage_answers_are_a_protocol_error_not_a_hang(self):
+        d = tempfile.mkdtemp()
+        path = os.path.join(d, "fake.sock")
+        lsn = socket.socket(socket.AF_UNIX)
+        lsn.bind(path)
+        lsn.listen(4)
+
+        def serve():
+            for _ in range(4):
+                try:
+                    conn, _ = lsn.accept()
+                except OSError:
+                    return
+                conn.recv(64)
+                conn.sendall(b"HTTP/1.1 200 OK\r\n\r\n")
+                conn.close()
+
+        threading.Thread(target=serve, daemon=True).start()
+        try:
+            t = time.monotonic()
+            with self.assertRaises(idcar.ProtocolError):
+                idcar.Client(path, timeout=2, retry_deadline=0.5).next_id()
+            self.assertLess(time.monotonic() - t, 5)
+        finally:
+            lsn.close()
+
+    def test_known_answers_without_a_server(self):
+        f = idcar.decode("lable64", 0x7E3C018045810093)
+        self.assertEqual((f["timestamp_ms"], f["sequence"], f["generator"], f["cluster"]),
+                         (1795321511038, 1, 9, 3))
+        self.assertEqual(f["time"], "2026-11-22T04:25:11.038Z")
+        raw = bytes.fromhex("5D5EAC793E61F1BFC71B112D0000000B")
+        f = idcar.decode("muid128", raw)
+        self.assertEqual((f["timestamp"], f["medallion"], f["offset"]),
+                         (1642579230975519, 1923190821165, 11))
+        self.assertEqual(idcar.text("muid128", raw), "5D5EAC793E61F-1BFC71B112D-0000000B")
+        with self.assertRaises(idcar.LayoutError):
+            idcar.decode("lable64", 0x7E3C018045810093 | 1 << 12)
+
+
+class AsyncClientTest(unittest.TestCase):
+    def setUp(self):
+        require_bin()
+
+    def test_unique_across_tasks_with_and_without_prefetch(self):
+        srv = Server("--layout", "sno80")
+        try:
+            async def run(prefetch):
+                async with idcar.AsyncClient(srv.socket, prefetch=prefetch) as c:
+                    async def work():
+                        return [await c.next_id() for _ in range(150)] + await c.ids(150)
+                    parts = await asyncio.wait_for(asyncio.gather(*(work() for _ in range(8))), 60)
+                    ids = [i for p in parts for i in p]
+                    self.assertEqual(len(ids), 2400)
+                    self.assertEqual(len(set(ids)), 2400)
+                    self.assertEqual(len(ids[0]), 10)
+                    text = await c.text(ids[0])
+                    self.assertEqual(await c.decode(ids[0]), idcar_decode("sno80", text))
+
+            for prefetch in (0, 300):
+                asyncio.run(run(prefetch))
+        finally:
+            srv.close()
+
+    def test_async_unavailable_and_restart(self):
+        srv = Server("--zk", "127.0.0.1:1", "--zk-session-timeout", "2s")
+        ok = Server()
+        try:
+            async def run():
+                async with idcar.AsyncClient(srv.socket, retry_deadline=1.0) as c:
+                    t = time.monotonic()
+                    with self.assertRaises(idcar.UnavailableError):
+                        await c.next_id()
+                    self.assertGreaterEqual(time.monotonic() - t, 0.95)
+                async with idcar.AsyncClient(ok.socket) as c:
+                    before = await c.ids(200)
+                    ok.stop()
+                    ok.start()
+                    after = await c.ids(200)
+                    self.assertEqual(len({*before, *after}), 400)
+
+            asyncio.run(asyncio.wait_for(run(), 60))
+        finally:
+            srv.close()
+            ok.close()
+
+
+if __name__ == "__main__":
+    unittest.main()
