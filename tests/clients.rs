@@ -51,14 +51,16 @@ fn suite(name: &str, cmd: &mut Command, limit: Duration) {
 
 /// Runs one language's fetch example; (exit code, stdout, stderr).
 fn fetch(cmd: &[String], socket: &Path, count: u32, prefetch: u32) -> (i32, String, String) {
-    let mut c = Command::new(&cmd[0]);
-    c.args(&cmd[1..])
-        .arg("--socket")
-        .arg(socket)
-        .args(["--count", &count.to_string()]);
+    let mut args = vec!["--count".to_string(), count.to_string()];
     if prefetch > 0 {
-        c.args(["--prefetch", &prefetch.to_string()]);
+        args.extend(["--prefetch".to_string(), prefetch.to_string()]);
     }
+    fetch_with(cmd, socket, &args)
+}
+
+fn fetch_with(cmd: &[String], socket: &Path, args: &[String]) -> (i32, String, String) {
+    let mut c = Command::new(&cmd[0]);
+    c.args(&cmd[1..]).arg("--socket").arg(socket).args(args);
     let mut child = c
         .current_dir(repo())
         .stdin(Stdio::null())
@@ -100,6 +102,15 @@ async fn fetch_agrees(cmd: &[String]) {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("missing.sock");
     let (code, out, err) = fetch(cmd, &missing, 1, 0);
+    one_line_error(cmd, code, &out, &err);
+    for bad in [["--count", "abc"], ["--count", "0"], ["--bogus", "1"]] {
+        let (code, out, err) = fetch_with(cmd, &missing, &strings(&bad));
+        one_line_error(cmd, code, &out, &err);
+    }
+}
+
+/// A failure is exit status 1, one line `error: ...` on stderr, nothing on stdout.
+fn one_line_error(cmd: &[String], code: i32, out: &str, err: &str) {
     assert_eq!(code, 1, "{cmd:?}: {out} {err}");
     let line = err.trim();
     assert!(

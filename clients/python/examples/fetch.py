@@ -13,8 +13,16 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import idcar  # noqa: E402
 
 
+class _Parser(argparse.ArgumentParser):
+    """Bad flags are a one-line error and exit status 1, as every other failure."""
+
+    def error(self, message):
+        print(f"error: {message}", file=sys.stderr)
+        sys.exit(1)
+
+
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = _Parser(description=__doc__.splitlines()[0])
     p.add_argument("--socket", help="idcar's socket (default: IDCAR_SOCKET, else /tmp/idcar.sock)")
     p.add_argument("--count", type=int, default=1, help="how many IDs")
     p.add_argument("--prefetch", type=int, default=0, help="prefetch buffer size (0: off)")

@@ -44,8 +44,8 @@ func run(args []string, stdout io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	if *count < 0 || *prefetch < 0 {
-		return errors.New("--count and --prefetch must not be negative")
+	if *count < 1 || *prefetch < 0 {
+		return errors.New("--count must be at least 1 and --prefetch not negative")
 	}
 	c, err := idcar.Dial(idcar.Options{Socket: *socket, Prefetch: *prefetch})
 	if err != nil {
