@@ -189,6 +189,10 @@ class Connection {
 
   _data(chunk) {
     if (this.dead) return;
+    // The timeout counts from the last progress, not from when a request was queued: many
+    // pipelined asks of a slow layout are answered steadily, one after the other.
+    const head = this.pending.peek();
+    if (head) head.deadline = performance.now() + this.timeoutMs;
     let b = this.buf ? Buffer.concat([this.buf, chunk]) : chunk;
     let off = 0;
     try {
@@ -223,6 +227,8 @@ class Connection {
       return;
     }
     this.buf = off < b.length ? Buffer.from(b.subarray(off)) : null;
+    const next = this.pending.peek();
+    if (next) next.deadline = Math.max(next.deadline, performance.now() + this.timeoutMs);
     if (this.pending.length === 0) {
       if (this.timer) { clearTimeout(this.timer); this.timer = null; }
       this.socket.unref();
@@ -450,15 +456,11 @@ class Client {
   }
 
   async _nextPrefetched() {
-    let id = this._take();
+    const id = this._take();
     this._maybeRefill();
     if (id !== undefined) return id;
-    if (this._refill) {
-      await this._refill;
-      id = this._take();
-      this._maybeRefill();
-      if (id !== undefined) return id;
-    }
+    // Empty: fetch directly rather than wait for the whole refill (on a slow layout a refill
+    // may take longer than maxAgeMs, and its IDs would be dropped on arrival).
     return this._call('ids', 1);
   }
 

@@ -22,6 +22,8 @@ use tokio_util::sync::CancellationToken;
 
 /// Responses are written out once this many bytes are pending, even mid-pipeline.
 const FLUSH_AT: usize = 64 * 1024;
+/// Pipelined answers are held back for one write at most this long in all.
+const HOLD_AT_MOST: std::time::Duration = std::time::Duration::from_millis(1);
 /// Buffers that grew past this during a burst are shrunk back afterwards.
 const KEEP_CAPACITY: usize = 1024 * 1024;
 
@@ -98,12 +100,21 @@ fn run_blocking(
         let mut used = 0;
         let mut close = false;
         let mut flight = None;
+        // How long the answers in `wbuf` have been held back.
+        let mut held = std::time::Duration::ZERO;
         loop {
             match frame::parse_request(&rbuf[used..]) {
                 Ok(Some((req, n))) => {
                     used += n;
                     flight.get_or_insert_with(|| phases.begin());
-                    answer_blocking(svc, req, &mut wbuf, rt);
+                    held += answer_blocking(svc, req, &mut wbuf, rt);
+                    // Answers that took a while (a slow layout's waits for the next tick) go
+                    // out at once rather than behind the rest of a pipeline.
+                    if held >= HOLD_AT_MOST && !wbuf.is_empty() {
+                        write_all(s, &wbuf, phases, &mut timeouts)?;
+                        wbuf.clear();
+                        held = std::time::Duration::ZERO;
+                    }
                 }
                 Ok(None) => break,
                 Err(FrameError { skip, reason }) => {
@@ -236,7 +247,13 @@ fn write_all(
     Ok(())
 }
 
-fn answer_blocking(svc: &Service, req: Request, out: &mut Vec<u8>, rt: &tokio::runtime::Handle) {
+/// Answers one request into `out`; how long that took.
+fn answer_blocking(
+    svc: &Service,
+    req: Request,
+    out: &mut Vec<u8>,
+    rt: &tokio::runtime::Handle,
+) -> std::time::Duration {
     let started = Instant::now();
     let (count, ask) = match req {
         Request::GetIds { count, ask } => (count, ask),
@@ -245,7 +262,7 @@ fn answer_blocking(svc: &Service, req: Request, out: &mut Vec<u8>, rt: &tokio::r
             let width = svc.layout().width() as u8;
             frame::encode_response_header(Status::Ok, width, d.len() as u32, out);
             out.extend_from_slice(d);
-            return;
+            return started.elapsed();
         }
     };
     let width = svc.layout().width();
@@ -253,8 +270,10 @@ fn answer_blocking(svc: &Service, req: Request, out: &mut Vec<u8>, rt: &tokio::r
     frame::encode_response_header(Status::Ok, width as u8, 0, out);
     let result = svc.issue_blocking(u64::from(count), &ask, out, rt);
     let outcome = finish_answer(result, at, out);
+    let took = started.elapsed();
     svc.metrics()
-        .request(Interface::Binary, outcome, started.elapsed().as_secs_f64());
+        .request(Interface::Binary, outcome, took.as_secs_f64());
+    took
 }
 
 /// Fills in the response's length, or replaces it with the error.

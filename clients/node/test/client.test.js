@@ -115,3 +115,19 @@ test('close() fails pending calls and leaves nothing running', { timeout: 30000 
     await server.destroy();
   }
 });
+
+test('pipelined asks of a slow layout time out on progress, not from when they were queued', { timeout: 30000 }, async () => {
+  // ugd60 issues 1,024 IDs a second: four asks of 1,000 sent at once take about 4 s in all,
+  // each answered within about a second of the one before — under a 1.5 s timeout.
+  const server = await startServer('ugd60');
+  const client = new idcar.Client({ socket: server.socket, timeoutMs: 1500 });
+  try {
+    const parts = await Promise.all([1, 2, 3, 4].map(() => client.ids(1000)));
+    const all = [].concat(...parts);
+    assert.equal(all.length, 4000);
+    assert.equal(new Set(all.map(key)).size, 4000);
+  } finally {
+    client.close();
+    await server.destroy();
+  }
+});

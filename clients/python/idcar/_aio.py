@@ -138,9 +138,14 @@ class AsyncClient:
     async def _refill(self):
         try:
             want = self._buf.size - len(self._buf.items)
-            ids = await self._fetch(want) if want > 0 else []
-            if not self._closed:
-                self._buf.add(ids, time.monotonic())
+            while want > 0 and not self._closed:
+                # Stamped when asked for: the age bound holds however long the answer took.
+                count = min(CHUNK, want)
+                asked = time.monotonic()
+                width, payload = await self._call(get_ids_frame(count))
+                if not self._closed:
+                    self._buf.add(ids_of(width, payload, count), asked)
+                want -= count
         except IdcarError:
             pass  # callers fetch directly and see the error themselves
         finally:

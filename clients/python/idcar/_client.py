@@ -298,10 +298,16 @@ class Client:
         try:
             with self._buf_lock:
                 want = self._buf.size - len(self._buf.items)
-            ids = self._fetch(want) if want > 0 else []
-            with self._buf_lock:
-                if not self._closed:
-                    self._buf.add(ids, time.monotonic())
+            while want > 0 and not self._closed:
+                # Each chunk is stamped with the moment it was asked for: its IDs were issued
+                # no earlier, so the age bound holds however long the answer took.
+                count = min(CHUNK, want)
+                asked = time.monotonic()
+                width, payload = self._call(get_ids_frame(count))
+                with self._buf_lock:
+                    if not self._closed:
+                        self._buf.add(ids_of(width, payload, count), asked)
+                want -= count
         except IdcarError:
             pass  # callers fetch directly and see the error themselves
         finally:
