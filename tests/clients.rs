@@ -19,34 +19,12 @@ static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(())
 
 const LAYOUTS: [&str; 5] = ["lable64", "ugd60", "si53", "sno80", "muid128"];
 
-/// Runs `cmd` (in the directory it names) with `$IDCAR_BIN` set, bounded; its output goes to a file (no
-/// pipe to fill). Panics with the output unless it succeeds.
+/// Runs a language's suite (in the directory `cmd` names) with `$IDCAR_BIN` set, bounded;
+/// panics with its output unless it succeeds.
 fn suite(name: &str, cmd: &mut Command, limit: Duration) {
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("out");
-    let mut child = cmd
-        .env("IDCAR_BIN", BIN)
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&log).unwrap())
-        .stderr(std::fs::File::create(dir.path().join("err")).unwrap())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{name}: cannot run {cmd:?}: {e} (run tests/ensure-deps.sh)"));
-    let deadline = Instant::now() + limit;
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break std::process::ExitStatus::default();
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let out = std::fs::read_to_string(&log).unwrap_or_default()
-        + &std::fs::read_to_string(dir.path().join("err")).unwrap_or_default();
+    let (ok, out) = run_tool(cmd.env("IDCAR_BIN", BIN), limit);
     eprintln!("--- {name} ---\n{out}");
-    assert!(status.success(), "{name} failed ({status:?}):\n{out}");
+    assert!(ok, "{name} failed:\n{out}");
 }
 
 /// Runs one language's fetch example; (exit code, stdout, stderr).

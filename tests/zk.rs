@@ -19,32 +19,8 @@ fn generator(id: u64) -> u8 {
     Fields::unpack(id).expect("valid lable64 ID").generator
 }
 
-/// `serve` arguments for ZooKeeper mode with short test timings; `extra` flags replace the
-/// defaults they name.
-fn zk_serve(zk: &Zk, extra: &[&str]) -> Vec<String> {
-    let connect = zk.connect();
-    let defaults = [
-        ("--zk", connect.as_str()),
-        ("--zk-session-timeout", "1s"),
-        ("--lease-horizon", "2s"),
-        ("--renew-interval", "300ms"),
-        ("--threads", "1"),
-        ("--log", "info,zookeeper_client=warn"),
-    ];
-    let mut v = Vec::new();
-    for (flag, value) in defaults {
-        if !extra.contains(&flag) {
-            v.push(flag.to_string());
-            v.push(value.to_string());
-        }
-    }
-    v.extend(extra.iter().map(|s| s.to_string()));
-    v
-}
-
 async fn start(zk: &Zk, extra: &[&str]) -> Idcar {
-    let args = zk_serve(zk, extra);
-    Idcar::start(&args.iter().map(String::as_str).collect::<Vec<_>>()).await
+    common::zk::start(&zk.connect(), extra).await
 }
 
 /// `idcar pool --json` for cluster `c`.
@@ -111,14 +87,7 @@ fn zk_mark(zk: &Zk, cluster: u8, slot: u32) -> u64 {
         .unwrap();
     std::thread::spawn(move || {
         rt.block_on(async {
-            let c = idcar::lease::zk::connect(
-                &connect,
-                Duration::from_secs(5),
-                None,
-                idcar::lease::zk::Retry::UntilConnected,
-            )
-            .await
-            .unwrap();
+            let c = common::zk::client(&connect).await;
             let (d, _) = c
                 .get_data(&format!("/idcar/lable64/{cluster}/marks/{slot}"))
                 .await
@@ -554,14 +523,7 @@ async fn corrupt_mark_is_skipped() {
             .build()
             .unwrap();
         rt.block_on(async {
-            let c = idcar::lease::zk::connect(
-                &connect,
-                Duration::from_secs(5),
-                None,
-                idcar::lease::zk::Retry::UntilConnected,
-            )
-            .await
-            .unwrap();
+            let c = common::zk::client(&connect).await;
             let opts = zookeeper_client::CreateMode::Persistent
                 .with_acls(zookeeper_client::Acls::anyone_all());
             c.mkdir("/idcar/lable64/5/marks", &opts).await.unwrap();
@@ -668,7 +630,7 @@ async fn lost_reply_to_an_applied_renewal_keeps_the_lease() {
 async fn flooded_instance_keeps_its_zookeeper_lease() {
     raise_nofile();
     let zk = Zk::standalone();
-    let args = zk_serve(&zk, &["--idle-timeout", "10s"]);
+    let args = common::zk::serve_args(&zk.connect(), &["--idle-timeout", "10s"]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let mut idcar = Idcar::start_under("ulimit -n 256", &args).await;
     idcar.wait_ready(Duration::from_secs(20)).await;

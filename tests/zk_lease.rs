@@ -5,40 +5,14 @@
 mod common;
 
 use common::proxy::Proxy;
-use common::zk::Zk;
+use common::zk::{serve_args, start, Zk};
 use common::*;
 use nix::sys::signal::Signal;
 use std::time::{Duration, Instant};
 
-/// `serve` arguments for ZooKeeper mode with short test timings; `extra` flags replace the
-/// defaults they name.
-fn zk_args(connect: &str, extra: &[&str]) -> Vec<String> {
-    let defaults = [
-        ("--zk", connect),
-        ("--zk-session-timeout", "1s"),
-        ("--lease-horizon", "2s"),
-        ("--renew-interval", "300ms"),
-        ("--threads", "1"),
-    ];
-    let mut v = Vec::new();
-    for (flag, value) in defaults {
-        if !extra.contains(&flag) {
-            v.push(flag.to_string());
-            v.push(value.to_string());
-        }
-    }
-    v.extend(extra.iter().map(|s| s.to_string()));
-    v
-}
-
-async fn start(connect: &str, extra: &[&str]) -> Idcar {
-    let args = zk_args(connect, extra);
-    Idcar::start(&args.iter().map(String::as_str).collect::<Vec<_>>()).await
-}
-
 /// Starts an instance that is expected to refuse to run.
 async fn start_refused(connect: &str, extra: &[&str]) -> Idcar {
-    let args = zk_args(connect, extra);
+    let args = serve_args(connect, extra);
     Idcar::start_or_exit(&args.iter().map(String::as_str).collect::<Vec<_>>()).await
 }
 

@@ -376,27 +376,30 @@ pub fn tool(name: &str) -> PathBuf {
 
 /// Runs `cmd` to completion (bounded by `limit`): (success, stdout + stderr).
 pub fn run_tool(cmd: &mut Command, limit: Duration) -> (bool, String) {
+    // Output goes to files, not pipes: a chatty tool cannot block on a full pipe.
+    let dir = tempfile::tempdir().unwrap();
+    let (out, err) = (dir.path().join("out"), dir.path().join("err"));
     let mut child = cmd
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap())
         .spawn()
         .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
     let deadline = Instant::now() + limit;
-    while child.try_wait().unwrap().is_none() {
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
         if Instant::now() > deadline {
             let _ = child.kill();
+            let _ = child.wait();
             panic!("{cmd:?} did not finish in {limit:?}");
         }
         std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
+    };
+    let text = std::fs::read_to_string(&out).unwrap_or_default()
+        + &std::fs::read_to_string(&err).unwrap_or_default();
+    (status.success(), text)
 }
 
 /// Asks `idcar` for IDs (binary protocol, 10 a request, a pause of 5 ms between requests)

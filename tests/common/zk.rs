@@ -2,7 +2,7 @@
 //! loopback ports in fresh temporary directories, killed on drop.
 #![allow(dead_code)]
 
-use super::free_port;
+use super::{free_port, Idcar};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use std::path::{Path, PathBuf};
@@ -161,14 +161,7 @@ impl Zk {
     /// kill -9, and wait (bounded) until it is gone.
     /// A ZooKeeper client of the test's own, connected to every server.
     pub async fn client(&self) -> zookeeper_client::Client {
-        idcar::lease::zk::connect(
-            &self.connect(),
-            std::time::Duration::from_secs(5),
-            None,
-            idcar::lease::zk::Retry::UntilConnected,
-        )
-        .await
-        .unwrap()
+        client(&self.connect()).await
     }
 
     pub fn kill(&mut self, i: usize) {
@@ -216,4 +209,44 @@ impl Drop for Zk {
             self.signal(i, Signal::SIGKILL);
         }
     }
+}
+
+/// A ZooKeeper client of the test's own for `connect`.
+pub async fn client(connect: &str) -> zookeeper_client::Client {
+    idcar::lease::zk::connect(
+        connect,
+        Duration::from_secs(5),
+        None,
+        idcar::lease::zk::Retry::UntilConnected,
+    )
+    .await
+    .unwrap()
+}
+
+/// `serve` arguments for ZooKeeper mode against `connect` with short test timings; `extra`
+/// flags replace the defaults they name.
+pub fn serve_args(connect: &str, extra: &[&str]) -> Vec<String> {
+    let defaults = [
+        ("--zk", connect),
+        ("--zk-session-timeout", "1s"),
+        ("--lease-horizon", "2s"),
+        ("--renew-interval", "300ms"),
+        ("--threads", "1"),
+        ("--log", "info,zookeeper_client=warn"),
+    ];
+    let mut v = Vec::new();
+    for (flag, value) in defaults {
+        if !extra.contains(&flag) {
+            v.push(flag.to_string());
+            v.push(value.to_string());
+        }
+    }
+    v.extend(extra.iter().map(|s| s.to_string()));
+    v
+}
+
+/// Starts idcar in ZooKeeper mode against `connect` (see [`serve_args`]).
+pub async fn start(connect: &str, extra: &[&str]) -> Idcar {
+    let args = serve_args(connect, extra);
+    Idcar::start(&args.iter().map(String::as_str).collect::<Vec<_>>()).await
 }

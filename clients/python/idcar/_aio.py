@@ -7,7 +7,7 @@ import time
 from . import _layouts
 from ._client import (
     _DESCRIBE, CHUNK, Description, IdcarError, ProtocolError, _Buffer, _Retry, answer,
-    connect_error, get_ids_frame, ids_of, parse_header, socket_path,
+    failure, get_ids_frame, ids_of, parse_header, socket_path,
 )
 
 
@@ -83,20 +83,10 @@ class AsyncClient:
             async with self._lock:
                 try:
                     status, width, payload = await asyncio.wait_for(self._once(frame), self.timeout)
-                except asyncio.TimeoutError:
+                except (OSError, ProtocolError, asyncio.TimeoutError,
+                        asyncio.IncompleteReadError) as e:
                     self._drop()
-                    raise IdcarError(f"{self.path}: no answer within {self.timeout} s") from None
-                except ProtocolError:
-                    self._drop()
-                    raise
-                except (FileNotFoundError, ConnectionRefusedError, PermissionError) as e:
-                    self._drop()
-                    last, retriable = connect_error(self.path, e)
-                    if not retriable:
-                        raise last from None
-                except (OSError, asyncio.IncompleteReadError) as e:
-                    self._drop()
-                    last = IdcarError(f"{self.path}: connection lost: {e}")
+                    last = failure(e, self.path, self.timeout, (asyncio.TimeoutError,))
                 else:
                     last = answer(status, payload)
                     if isinstance(last, bytes):

@@ -1,5 +1,6 @@
 """The thread-safe client: one connection, describe on connect, retries, optional prefetch."""
 
+import asyncio
 import collections
 import errno
 import json
@@ -102,10 +103,21 @@ def ids_of(width, payload, count):
     return got
 
 
-def connect_error(path, e):
-    """A ConnectError naming the path; whether to retry (not for permission denied)."""
-    why = e.strerror or str(e)
-    return ConnectError(f"cannot connect to {path}: {why}"), e.errno not in (errno.EACCES, errno.EPERM)
+def failure(e, path, timeout, timeouts=(_socket.timeout,)):
+    """What a failed exchange means, for both clients: raises what must not be retried (a
+    timeout, a protocol error, permission denied), returns the error to retry on."""
+    if isinstance(e, timeouts):
+        raise IdcarError(f"{path}: no answer within {timeout} s") from None
+    if isinstance(e, ProtocolError):
+        raise e
+    if isinstance(e, (FileNotFoundError, ConnectionRefusedError, PermissionError)):
+        err = ConnectError(f"cannot connect to {path}: {e.strerror or e}")
+        if e.errno in (errno.EACCES, errno.EPERM):
+            raise err from None
+        return err
+    if isinstance(e, (OSError, asyncio.IncompleteReadError)):
+        return IdcarError(f"{path}: connection lost: {e}")
+    raise e
 
 
 class _Retry:
@@ -236,20 +248,9 @@ class Client:
                     if self._sock is None:
                         self._connect()
                     status, width, payload = self._exchange(frame)
-                except _socket.timeout:
+                except (OSError, ProtocolError) as e:
                     self._drop()
-                    raise IdcarError(f"{self.path}: no answer within {self.timeout} s") from None
-                except ProtocolError:
-                    self._drop()
-                    raise
-                except (FileNotFoundError, ConnectionRefusedError, PermissionError) as e:
-                    self._drop()
-                    last, retriable = connect_error(self.path, e)
-                    if not retriable:
-                        raise last from None
-                except (ConnectionError, BrokenPipeError, OSError) as e:
-                    self._drop()
-                    last = IdcarError(f"{self.path}: connection lost: {e}")
+                    last = failure(e, self.path, self.timeout)
                 else:
                     last = answer(status, payload)
                     if isinstance(last, bytes):
