@@ -64,6 +64,7 @@ fn config(connect: &str, root: &str, cluster: u8) -> ZkConfig {
         auth: None,
         pod: None,
         pool_params: vec![("layout".into(), "lable64".into())],
+        planted: Default::default(),
     }
 }
 

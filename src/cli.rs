@@ -232,6 +232,11 @@ pub struct ServeArgs {
     #[cfg(feature = "fault-injection")]
     #[arg(long, env = "IDCAR_CLOCK_SKEW", hide = true, allow_hyphen_values = true, value_parser = signed_duration)]
     pub clock_skew: Option<i64>,
+    /// Testing aid (builds with the cargo feature `fault-injection` only): run the ZooKeeper
+    /// lease with a deliberate bug, so the fault campaign can show its checker finds it.
+    #[cfg(feature = "fault-injection")]
+    #[arg(long, hide = true, value_enum, default_value_t = crate::lease::planted::PlantedBug::None)]
+    pub plant_bug: crate::lease::planted::PlantedBug,
     /// Worker threads of the async runtime.
     #[arg(long, env = "IDCAR_THREADS", default_value_t = 2)]
     pub threads: usize,

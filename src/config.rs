@@ -79,6 +79,8 @@ pub struct ServeConfig {
     pub threads: usize,
     /// Testing aid (cargo feature `fault-injection`): offset of the simulated host clock, ns.
     pub clock_skew_ns: i64,
+    /// Testing aid (cargo feature `fault-injection`): a deliberate lease bug for the campaign.
+    pub planted: crate::lease::planted::PlantedBug,
     /// What shapes the layout's IDs (`flag name`, value), for clients' describe requests.
     pub params: Vec<(String, String)>,
 }
@@ -209,6 +211,7 @@ impl ServeConfig {
             conn,
             threads: a.threads,
             clock_skew_ns: clock_skew(a),
+            planted: planted(a),
             params: pool_params(&a.layout, a.cluster_id),
             layout,
         })
@@ -229,6 +232,16 @@ fn clock_skew(a: &ServeArgs) -> i64 {
 #[cfg(not(feature = "fault-injection"))]
 fn clock_skew(_: &ServeArgs) -> i64 {
     0
+}
+
+#[cfg(feature = "fault-injection")]
+fn planted(a: &ServeArgs) -> crate::lease::planted::PlantedBug {
+    a.plant_bug
+}
+
+#[cfg(not(feature = "fault-injection"))]
+fn planted(_: &ServeArgs) -> crate::lease::planted::PlantedBug {
+    crate::lease::planted::PlantedBug::None
 }
 
 /// The layout, checked against the cluster ID and the clock.

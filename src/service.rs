@@ -6,7 +6,7 @@
 //! the request timeout.
 
 use crate::clock::{kernel_monotonic_ns, Clock, ClockFaults};
-use crate::generator::{Generator, Issued, Refusal, Take};
+use crate::generator::{Generator, Issued, Refusal, Take, Window};
 use crate::layout::{Layout, RequestOptions, Scheme};
 use crate::lease::LeaseState;
 use crate::metrics::Metrics;
@@ -32,6 +32,9 @@ pub enum IssueError {
     BadCount { count: u64, max: u32 },
     #[error("{0}")]
     BadOption(crate::layout::LayoutError),
+    /// No lease: with the lease's own reason (claiming, pool exhausted, mark reached, ...).
+    #[error("no lease is held: {0}")]
+    NoLease(String),
     #[error("{0}")]
     Refused(#[from] Refusal),
     #[error("timed out after {0:?} waiting for sequence numbers")]
@@ -174,12 +177,43 @@ impl Service {
     }
 
     /// Installs each lease change in the generator until the lease channel closes.
+    ///
+    /// Each change in what may be issued is logged as a lease record (`lease_record =
+    /// "issuing"` with slot, floor and generation, before the window is installed; `"stopped"`
+    /// with the reason, after it is removed), so a log bounds in time every ID the process
+    /// issued for each slot: the fault campaign's checker attributes IDs with it.
     pub async fn follow_lease(self: Arc<Self>) {
         let mut rx = self.lease.clone();
+        let mut was: Option<Window> = None;
         loop {
             let state = rx.borrow_and_update().clone();
             let window = state.window();
+            let same = |a: Option<Window>, b: Option<Window>| match (a, b) {
+                (Some(a), Some(b)) => a.slot == b.slot && a.generation == b.generation,
+                _ => false,
+            };
+            let changed = !same(was, window);
+            if let Some(w) = window.filter(|_| changed) {
+                tracing::info!(
+                    lease_record = "issuing",
+                    slot = w.slot,
+                    floor = w.floor,
+                    mark = w.mark,
+                    generation = w.generation,
+                    "issuing IDs under the lease"
+                );
+            }
             self.generator().set_window(window);
+            if let Some(a) = was.filter(|_| changed) {
+                tracing::info!(
+                    lease_record = "stopped",
+                    slot = a.slot,
+                    generation = a.generation,
+                    reason = state.reason().unwrap_or("another lease"),
+                    "stopped issuing IDs"
+                );
+            }
+            was = window;
             self.metrics.lease.held.set(i64::from(window.is_some()));
             self.metrics
                 .lease
@@ -217,14 +251,18 @@ impl Service {
         let now = self.now_tick();
         match self.generator().can_issue(now) {
             Ok(()) => Ok(()),
-            Err(Refusal::NoLease) => Err(self
-                .lease
-                .borrow()
-                .reason()
-                .unwrap_or("no lease")
-                .to_string()),
+            Err(Refusal::NoLease) => Err(self.lease_reason()),
             Err(r) => Err(r.to_string()),
         }
+    }
+
+    /// Why the lease holds nothing now, in the lease's words.
+    fn lease_reason(&self) -> String {
+        self.lease
+            .borrow()
+            .reason()
+            .unwrap_or("no lease")
+            .to_string()
     }
 
     /// Seconds until the lease's mark, or 0 without a lease.
@@ -360,7 +398,10 @@ impl Service {
                 Ok(w) => (w, now_ns),
                 Err(r) => {
                     self.metrics.refusals.with_label_values(&[r.kind()]).inc();
-                    return Err(r.into());
+                    return Err(match r {
+                        Refusal::NoLease => IssueError::NoLease(self.lease_reason()),
+                        r => r.into(),
+                    });
                 }
             }
         };
@@ -440,7 +481,7 @@ impl Service {
 mod tests {
     use super::*;
     use crate::clock::ManualClock;
-    use crate::generator::Window;
+
     use crate::layout::{by_name, LayoutParams};
 
     fn service(
@@ -490,7 +531,12 @@ mod tests {
         let mut out = Vec::new();
         assert_eq!(
             svc.issue(1, &RequestOptions::default(), &mut out).await,
-            Err(IssueError::Refused(Refusal::NoLease))
+            Err(IssueError::NoLease("test".into()))
+        );
+        assert_eq!(
+            IssueError::NoLease("test".into()).to_string(),
+            "no lease is held: test",
+            "the refusal carries the lease's own reason"
         );
         assert!(svc.ready().is_err());
         tx.send_replace(LeaseState::Held(win(0, 2_000)));
@@ -557,7 +603,7 @@ mod tests {
 mod sno80_tests {
     use super::*;
     use crate::clock::ManualClock;
-    use crate::generator::Window;
+
     use crate::layout::{by_name, LayoutParams};
 
     /// Through the service and the real layout: a clock step back toggles sno80's tick bit and

@@ -7,7 +7,8 @@
 #   promtool               Debian package prometheus      alert rules: check and unit tests; metrics lint
 #   yamllint               Debian package yamllint        deploy/ and docker-compose.yml
 #   setpriv                Debian package util-linux      the socket-permission test (other uids)
-#   libfaketime            Debian package faketime        the frozen-clock test (readiness, no hang)
+#   libfaketime            Debian package faketime        the frozen-clock test; the campaign's clock steps
+#   ip, nft                iproute2, nftables             the fault campaign's namespaces and partitions
 #   go, node, javac        golang-go, nodejs,             the client libraries' tests (clients/)
 #                          default-jdk-headless
 #   kubernetes-validate    PyPI, pinned, in the venv      manifests against Kubernetes schemas
@@ -38,6 +39,8 @@ command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 command -v yamllint >/dev/null 2>&1 || missing+=(yamllint)
 command -v setpriv >/dev/null 2>&1 || missing+=(util-linux)
 command -v faketime >/dev/null 2>&1 || missing+=(faketime)
+PATH="$PATH:/usr/sbin:/sbin" command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+PATH="$PATH:/usr/sbin:/sbin" command -v nft >/dev/null 2>&1 || missing+=(nftables)
 command -v go >/dev/null 2>&1 || missing+=(golang-go)
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v javac >/dev/null 2>&1 || missing+=(default-jdk-headless)

@@ -17,9 +17,10 @@ zk_classpath() {
   printf '%s\n' "$cp"
 }
 
-# zk_write_conf DIR CLIENT_PORT [SERVERS_LINES]: a test-friendly zoo.cfg and log4j.properties.
+# zk_write_conf DIR CLIENT_PORT [SERVERS_LINES] [CLIENT_ADDRESS]: a test-friendly zoo.cfg and
+# log4j.properties; clients connect on CLIENT_ADDRESS (default 127.0.0.1).
 zk_write_conf() {
-  local dir=$1 port=$2 servers=${3:-}
+  local dir=$1 port=$2 servers=${3:-} addr=${4:-127.0.0.1}
   mkdir -p "$dir/data"
   cat >"$dir/zoo.cfg" <<CFG
 tickTime=200
@@ -29,7 +30,7 @@ initLimit=20
 syncLimit=5
 dataDir=$dir/data
 clientPort=$port
-clientPortAddress=127.0.0.1
+clientPortAddress=$addr
 4lw.commands.whitelist=*
 # All local contenders share 127.0.0.1; ZooKeeper's default allows 60 connections per IP.
 maxClientCnxns=1000

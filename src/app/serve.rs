@@ -91,6 +91,9 @@ fn budget_descriptors(cfg: &mut ServeConfig) -> anyhow::Result<()> {
 
 /// The wall clock, or (testing aid, feature `fault-injection`) one simulated off by a skew.
 fn clock(cfg: &ServeConfig) -> Arc<dyn Clock> {
+    if cfg.planted != crate::lease::planted::PlantedBug::None {
+        tracing::warn!(bug = ?cfg.planted, "testing aid: the ZooKeeper lease carries a deliberate bug (--plant-bug)");
+    }
     match cfg.clock_skew_ns {
         0 => Arc::new(SystemClock),
         skew_ns => {
@@ -168,6 +171,7 @@ fn start_lease(
                 auth: z.conn.auth.clone(),
                 pod: z.pod.clone(),
                 pool_params: z.pool_params.clone(),
+                planted: cfg.planted,
             },
             scheme,
             clock,

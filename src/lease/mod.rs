@@ -17,6 +17,7 @@ pub(crate) fn mark_down(slot: u32, floor: u64, highest: Option<Issued>) -> u64 {
 }
 
 pub mod local;
+pub mod planted;
 pub mod runtime;
 mod statefile;
 pub mod zk;

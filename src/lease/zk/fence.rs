@@ -30,6 +30,7 @@
 
 use super::tree::{acls, mark_data, parse_mark, parse_mark_and_token};
 use super::Negotiator;
+use crate::lease::planted::PlantedBug;
 use crate::lease::Issued;
 use std::time::Duration;
 use zookeeper_client as zk;
@@ -100,6 +101,9 @@ pub(crate) async fn read_mark(
 /// horizon (the rest of the tick it was written in, and the mark's own tick), so those two
 /// ticks are allowed on top: `--max-clock-wait` equal to the horizon always waits out a crash.
 pub(crate) fn clock_wait(neg: &Negotiator, held: &Held) -> Result<Duration, Duration> {
+    if planted(neg) == PlantedBug::SkipMarkWait {
+        return Ok(Duration::ZERO);
+    }
     let wait = neg.wait_past(held.floor);
     if wait > neg.cfg.max_clock_wait + neg.scheme.rounding_slack() {
         Err(wait)
@@ -108,9 +112,40 @@ pub(crate) fn clock_wait(neg: &Negotiator, held: &Held) -> Result<Duration, Dura
     }
 }
 
+/// The floor of a claim: the mark its slot's last holder wrote (this holder issues only ticks
+/// above it), except under the planted bug [`PlantedBug::SkipMarkWait`] (campaign only),
+/// which ignores the mark and starts just below the clock.
+pub(crate) fn claimed_floor(neg: &Negotiator, mark: u64) -> u64 {
+    match planted(neg) {
+        PlantedBug::SkipMarkWait => mark.min(neg.now_tick().saturating_sub(1)),
+        _ => mark,
+    }
+}
+
 /// The next mark to write: never below the one written, `horizon` ticks past now.
 pub(crate) fn next_mark(held: &Held, now_tick: u64, horizon: u64) -> u64 {
     held.mark.max(now_tick.saturating_add(horizon))
+}
+
+/// What [`write_mark`] stores for a window reaching `mark`: `mark` itself, except under the
+/// planted bug [`PlantedBug::LowerMark`] (campaign only), which stores one horizon less.
+pub(crate) fn stored_mark(neg: &Negotiator, mark: u64, horizon: u64) -> u64 {
+    match planted(neg) {
+        PlantedBug::LowerMark => mark.saturating_sub(horizon),
+        _ => mark,
+    }
+}
+
+/// The planted bug in force: always [`PlantedBug::None`] unless built with the cargo feature
+/// `fault-injection` (the campaign's testing aid).
+fn planted(neg: &Negotiator) -> PlantedBug {
+    #[cfg(feature = "fault-injection")]
+    return neg.cfg.planted;
+    #[cfg(not(feature = "fault-injection"))]
+    {
+        let _ = neg;
+        PlantedBug::None
+    }
 }
 
 /// Carrying on after [`own_write`] found our earlier write of `value` at `version`: the state

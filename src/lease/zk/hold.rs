@@ -130,8 +130,8 @@ async fn take(
         let held = Held {
             slot: c.slot,
             slot_version: c.slot_version,
-            floor: c.mark,
-            mark: c.mark,
+            floor: fence::claimed_floor(neg, c.mark),
+            mark: fence::claimed_floor(neg, c.mark),
             mark_version: c.mark_version,
             token: rand::random(),
         };
@@ -296,7 +296,8 @@ async fn write_or_lapse(
     published: bool,
     lapsed: &mut bool,
 ) -> Result<i32, zk::Error> {
-    let write = fence::write_mark(neg, client, held, want);
+    let horizon = neg.scheme.ticks_in(neg.cfg.horizon);
+    let write = fence::write_mark(neg, client, held, fence::stored_mark(neg, want, horizon));
     if !published || *lapsed {
         return write.await;
     }

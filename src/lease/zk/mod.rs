@@ -65,6 +65,8 @@ pub struct ZkConfig {
     /// What shapes the pool's ID space (name, value): recorded when the pool is created;
     /// an instance whose parameters differ refuses to join.
     pub pool_params: Vec<(String, String)>,
+    /// Testing aid (cargo feature `fault-injection`): a deliberate bug for the campaign.
+    pub planted: crate::lease::planted::PlantedBug,
 }
 
 /// Whether `e` means the session is gone for good (a new one is needed).

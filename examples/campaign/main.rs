@@ -1,0 +1,364 @@
+//! A randomized fault campaign with a checker over the whole history (in the manner of Jepsen).
+//!
+//! A 3-node ZooKeeper ensemble and N idcar sidecars competing for a smaller pool, each in its
+//! own network namespace on a bridge; clients ask every sidecar for IDs all the time and
+//! record every request; a seeded nemesis injects random, overlapping faults; afterwards a
+//! checker judges the whole history (see `check.rs`) and writes a report. Exit status: 0 when
+//! every check passed, 1 on any violation, 2 when the campaign could not run.
+//!
+//! ```sh
+//! cargo build --features fault-injection --bin idcar --example campaign
+//! sudo target/debug/examples/campaign --duration 90s
+//! ```
+//!
+//! It needs root (network namespaces, nftables), ZooKeeper (`zk/ensure-zookeeper.sh`),
+//! `nft` and libfaketime: `tests/ensure-deps.sh` installs them. docs/campaign.md has the rest.
+//! Traffic stays inside the namespaces it creates; every namespace and process is removed at
+//! the end, also on failure or Ctrl-C (and a later run removes what a killed one left).
+
+mod check;
+mod load;
+mod nemesis;
+mod net;
+mod procs;
+mod report;
+
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+use idcar::layout::{self, LayoutParams};
+use idcar::lease::planted::PlantedBug;
+use nemesis::Kind;
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[derive(Parser, Debug)]
+#[command(about = "Randomized fault campaign against idcar sidecars and a ZooKeeper ensemble")]
+pub struct Args {
+    /// Seed of the nemesis and the clients (printed; the same seed replays the same choices).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// How long faults are injected (healing and the final checks come after).
+    #[arg(long, default_value = "90s", value_parser = humantime::parse_duration)]
+    duration: Duration,
+    /// Sidecars, each in its own network namespace.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(2..=40))]
+    sidecars: u32,
+    /// Slots in the pool (fewer than sidecars, so some always wait in the queue).
+    #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pool_size: u32,
+    /// The ID layout (default parameters).
+    #[arg(long, default_value = "lable64")]
+    layout: String,
+    /// Fault kinds to draw from, comma-separated (default: all).
+    #[arg(long, value_delimiter = ',', value_enum)]
+    faults: Vec<Kind>,
+    /// Mean time between two faults starting (exponential gaps; faults overlap).
+    #[arg(long, default_value = "4s", value_parser = humantime::parse_duration)]
+    fault_interval: Duration,
+    /// The sidecars' --zk-session-timeout.
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    zk_session_timeout: Duration,
+    /// The sidecars' --lease-horizon (longer than the session timeout, so that the mark,
+    /// not the session, is what fences a cut-off holder).
+    #[arg(long, default_value = "4s", value_parser = humantime::parse_duration)]
+    lease_horizon: Duration,
+    /// The sidecars' --renew-interval.
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    renew_interval: Duration,
+    /// Run the sidecars with a deliberate lease bug (the checker must catch it).
+    #[arg(long, value_enum, default_value_t = PlantedBug::None)]
+    plant_bug: PlantedBug,
+    /// Pause of each binary client between requests (HTTP clients pause 10 times longer).
+    #[arg(long, default_value = "2ms", value_parser = humantime::parse_duration)]
+    pace: Duration,
+    /// The idcar binary (default: the one built beside this example).
+    #[arg(long)]
+    idcar: Option<PathBuf>,
+    /// Where logs, sockets and the report go (default target/campaign/seed-SEED).
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+/// Set by Ctrl-C or SIGTERM: the campaign stops injecting, heals, and cleans up.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().collect();
+    if argv.get(1).map(String::as_str) == Some("busy") {
+        // The busy neighbour: `campaign busy --threads N --seconds S`.
+        let threads = argv.get(3).and_then(|t| t.parse().ok()).unwrap_or(16);
+        let seconds = argv.get(5).and_then(|t| t.parse().ok()).unwrap_or(10.0);
+        nemesis::busy(threads, seconds);
+        return ExitCode::SUCCESS;
+    }
+    let args = Args::parse();
+    // ip and nft live in /usr/sbin, which a non-login PATH may lack.
+    if let Some(path) = std::env::var_os("PATH") {
+        let mut dirs: Vec<PathBuf> = std::env::split_paths(&path).collect();
+        for d in ["/usr/sbin", "/sbin"] {
+            if !dirs.iter().any(|p| p == std::path::Path::new(d)) {
+                dirs.push(d.into());
+            }
+        }
+        if let Ok(joined) = std::env::join_paths(dirs) {
+            std::env::set_var("PATH", joined);
+        }
+    }
+    match run(args) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("campaign: error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn catch_signals() {
+    std::thread::spawn(|| {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a signal runtime");
+        rt.block_on(async {
+            use tokio::signal::unix::{signal, SignalKind};
+            let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
+            let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+            }
+            eprintln!("campaign: interrupted; healing and cleaning up");
+            INTERRUPTED.store(true, Ordering::SeqCst);
+        });
+    });
+}
+
+/// Checks what the campaign needs before touching anything.
+fn preflight(idcar: &std::path::Path, planted: PlantedBug) -> Result<()> {
+    if !nix::unistd::geteuid().is_root() {
+        bail!("the campaign needs root (network namespaces and nftables)");
+    }
+    for (tool, pkg) in [("ip", "iproute2"), ("nft", "nftables")] {
+        if which(tool).is_none() {
+            bail!("{tool} not found: install Debian's {pkg} (tests/ensure-deps.sh does)");
+        }
+    }
+    if !std::path::Path::new(procs::FAKETIME).exists() {
+        bail!("{} missing: install Debian's faketime", procs::FAKETIME);
+    }
+    let build = "cargo build --features fault-injection --bin idcar --example campaign";
+    if !idcar.exists() {
+        bail!(
+            "{} not found: build it with `{build}` or pass --idcar",
+            idcar.display()
+        );
+    }
+    if planted != PlantedBug::None {
+        let ok = std::process::Command::new(idcar)
+            .args(["serve", "--plant-bug", "none", "--help"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !ok {
+            bail!(
+                "{} cannot plant bugs (built without the fault-injection feature): `{build}`",
+                idcar.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+fn which(tool: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .chain(["/usr/sbin", "/sbin"])
+        .map(|d| PathBuf::from(d).join(tool))
+        .find(|p| p.exists())
+}
+
+fn run(args: Args) -> Result<bool> {
+    let seed = args.seed.unwrap_or_else(rand::random);
+    println!("campaign: seed {seed} (replay with --seed {seed})");
+    if args.pool_size >= args.sidecars {
+        eprintln!("campaign: note: --pool-size >= --sidecars, so no sidecar waits in the queue");
+    }
+    let kinds = if args.faults.is_empty() {
+        Kind::ALL.to_vec()
+    } else {
+        args.faults.clone()
+    };
+    let layout: Arc<dyn layout::Layout> = layout::by_name(&args.layout, LayoutParams::default())
+        .map_err(|e| anyhow::anyhow!("--layout: {e}"))?
+        .into();
+    let cluster: u8 = if layout.has_cluster() { 3 } else { 0 };
+    let idcar = match &args.idcar {
+        Some(p) => p.clone(),
+        None => std::env::current_exe()?
+            .parent()
+            .and_then(|p| p.parent())
+            .context("where is this example?")?
+            .join("idcar"),
+    };
+    preflight(&idcar, args.plant_bug)?;
+    let out = args.out.clone().unwrap_or_else(|| {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("target/campaign/seed-{seed}"))
+    });
+    let _ = std::fs::remove_dir_all(&out);
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    let stale = net::remove_stale();
+    if stale > 0 {
+        eprintln!("campaign: removed {stale} namespaces left by a campaign that was killed");
+    }
+    catch_signals();
+
+    let mut names: Vec<String> = (1..=3).map(|i| format!("zk{i}")).collect();
+    names.extend((0..args.sidecars).map(|s| format!("sc{s}")));
+    let net = net::Net::create(&names)?;
+    let hosts = net.hosts.clone();
+    let zk = procs::Ensemble::start(&hosts[..3], &out)?;
+    let secs = |d: Duration| format!("{}ms", d.as_millis());
+    let mut serve_args: Vec<String> = [
+        "--zk",
+        &zk.connect(),
+        "--pool-size",
+        &args.pool_size.to_string(),
+        "--layout",
+        &args.layout,
+        "--cluster-id",
+        &cluster.to_string(),
+        "--zk-session-timeout",
+        &secs(args.zk_session_timeout),
+        "--lease-horizon",
+        &secs(args.lease_horizon),
+        "--renew-interval",
+        &secs(args.renew_interval),
+        "--shutdown-grace",
+        "3s",
+        "--log-format",
+        "json",
+        "--admin-addr",
+        "127.0.0.1:9750",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    if args.plant_bug != PlantedBug::None {
+        serve_args.push("--plant-bug".into());
+        serve_args.push(
+            clap::ValueEnum::to_possible_value(&args.plant_bug)
+                .expect("named")
+                .get_name()
+                .to_string(),
+        );
+    }
+    let spec = procs::SidecarSpec {
+        idcar,
+        dir: out.clone(),
+        args: serve_args,
+    };
+    let sidecars = (0..args.sidecars as usize)
+        .map(|s| procs::Sidecar::new(s, hosts[3 + s].clone(), &out))
+        .collect();
+    let mut cl = procs::Cluster { sidecars, zk, net };
+    for s in &mut cl.sidecars {
+        s.spawn(&spec, 0)?;
+    }
+    let holders = args.pool_size.min(args.sidecars) as usize;
+    let warm = report::wait_until_served(&cl, holders, Duration::from_secs(60));
+    println!(
+        "campaign: {} of {} sidecars serve after {:.1} s; injecting faults for {:?}",
+        warm.0,
+        args.sidecars,
+        warm.1.as_secs_f64(),
+        args.duration
+    );
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let hard_end = Instant::now() + args.duration + Duration::from_secs(120);
+    let mut clients = Vec::new();
+    for s in &cl.sidecars {
+        for http in [false, true] {
+            let c = load::Client {
+                sidecar: s.index,
+                socket: s.socket.clone(),
+                incarnation: s.incarnation.clone(),
+                http,
+                layout: layout.clone(),
+                seed: seed ^ ((s.index as u64) << 8 | u64::from(http)),
+                pace: if http { args.pace * 10 } else { args.pace },
+                timeout: Duration::from_secs(3),
+                stop: stop.clone(),
+                deadline: hard_end,
+                max_ops: 5_000_000,
+            };
+            clients.push(std::thread::spawn(move || c.run()));
+        }
+    }
+
+    let started = Instant::now();
+    let started_ns = procs::now_ns();
+    let timing = nemesis::Timing {
+        session_timeout: args.zk_session_timeout,
+        settle: args.zk_session_timeout + args.lease_horizon + Duration::from_secs(1),
+        storm: Duration::from_secs(20),
+        interval: args.fault_interval,
+        busy_max: args.duration.mul_f64(0.4).max(Duration::from_secs(5)),
+    };
+    let mut nem = nemesis::Nemesis::new(StdRng::seed_from_u64(seed), kinds, timing);
+    let mut result = Ok(());
+    while started.elapsed() < args.duration && !INTERRUPTED.load(Ordering::SeqCst) {
+        if let Err(e) = nem.step(&mut cl, &spec, true) {
+            result = Err(e);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let healed = nem.heal_all(&mut cl, &spec);
+    let faults_end_ns = procs::now_ns();
+    println!(
+        "campaign: {} faults injected; all healed; checking liveness",
+        nem.done.len()
+    );
+    let settle = args.zk_session_timeout + args.lease_horizon + Duration::from_secs(1);
+    let liveness = if result.is_ok() && healed.is_ok() && !INTERRUPTED.load(Ordering::SeqCst) {
+        Some(report::liveness(&mut cl, &mut nem, &spec, holders, settle))
+    } else {
+        None
+    };
+    stop.store(true, Ordering::SeqCst);
+    let joined: Vec<_> = clients.into_iter().map(|c| c.join()).collect();
+    // End every process now (their logs are complete), then judge.
+    for s in &mut cl.sidecars {
+        s.kill9("campaign ended");
+    }
+    let incarnations: Vec<procs::Incarnation> =
+        cl.sidecars.iter().flat_map(|s| s.history.clone()).collect();
+    drop(cl);
+    result?;
+    healed?;
+    // A client that panicked lost its history: judging the rest could hide a duplicate.
+    let logs: Vec<load::ClientLog> = joined
+        .into_iter()
+        .collect::<Result<_, _>>()
+        .map_err(|_| anyhow::anyhow!("a load client panicked; its history is lost"))?;
+    if INTERRUPTED.load(Ordering::SeqCst) {
+        bail!("interrupted: nothing judged");
+    }
+    let r = report::Run {
+        args: &args,
+        seed,
+        layout: layout.as_ref(),
+        cluster,
+        started_ns,
+        faults_end_ns,
+        out: &out,
+    };
+    r.judge(logs, &incarnations, &nem, liveness)
+}

@@ -1,0 +1,505 @@
+//! The nemesis: random, overlapping faults drawn from a seeded generator, each healed after a
+//! random time, every one recorded. At most one ensemble-wide fault at a time (with a pause
+//! after it so a restarted server can rejoin) and one fault per sidecar.
+
+use crate::procs::{now_ns, Cluster, SidecarSpec};
+use anyhow::Result;
+use nix::sys::signal::Signal;
+use rand::rngs::StdRng;
+use rand::seq::IndexedRandom;
+use rand::Rng;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The kinds of fault, by their flag names.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, clap::ValueEnum, serde::Serialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    /// Cut one sidecar from every ZooKeeper server (silent drops).
+    Partition,
+    /// Cut one ZooKeeper server (and up to two sidecars) from the rest.
+    Split,
+    /// kill -9 a sidecar, restart it.
+    Kill,
+    /// SIGSTOP a sidecar past its session timeout, then SIGCONT.
+    Stop,
+    /// kill -9 the ZooKeeper leader, restart it.
+    Leader,
+    /// kill -9 every ZooKeeper server, restart them.
+    Outage,
+    /// Restart a sidecar with its clock stepped ±3 s (libfaketime), later restart it true.
+    Clock,
+    /// SIGTERM a sidecar (graceful hand-over), restart it.
+    Term,
+    /// A CPU-saturating process beside the sidecars for tens of seconds.
+    Busy,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 9] = [
+        Kind::Partition,
+        Kind::Split,
+        Kind::Kill,
+        Kind::Stop,
+        Kind::Leader,
+        Kind::Outage,
+        Kind::Clock,
+        Kind::Term,
+        Kind::Busy,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Partition => "partition",
+            Kind::Split => "split",
+            Kind::Kill => "kill",
+            Kind::Stop => "stop",
+            Kind::Leader => "leader",
+            Kind::Outage => "outage",
+            Kind::Clock => "clock",
+            Kind::Term => "term",
+            Kind::Busy => "busy",
+        }
+    }
+
+    fn ensemble(self) -> bool {
+        matches!(self, Kind::Split | Kind::Leader | Kind::Outage)
+    }
+
+    /// Whether the fault leaves every sidecar it does not target with a ZooKeeper quorum
+    /// and its CPU (so a holder it does not target must not be refused).
+    pub fn touches_all(self) -> bool {
+        matches!(self, Kind::Outage | Kind::Busy)
+    }
+}
+
+/// A fault as it happened.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Fault {
+    pub kind: Kind,
+    /// The sidecar it targets.
+    pub sidecar: Option<usize>,
+    /// The ZooKeeper server it targets (1-based as in `myid`).
+    pub zk: Option<usize>,
+    /// Sidecars on the minority side of a split.
+    pub minority: Vec<usize>,
+    pub skew_s: i64,
+    pub start_ns: u64,
+    pub end_ns: u64,
+}
+
+impl Fault {
+    /// Whether sidecar `s` is in this fault's reach.
+    pub fn touches(&self, s: usize) -> bool {
+        self.kind.touches_all() || self.sidecar == Some(s) || self.minority.contains(&s)
+    }
+}
+
+/// What healing a fault takes.
+enum Heal {
+    Cut(Vec<usize>, Vec<usize>),
+    Restart {
+        s: usize,
+        skew: i64,
+    },
+    Cont {
+        s: usize,
+    },
+    Launch(Vec<usize>),
+    /// Wait (bounded) for a SIGTERMed sidecar to exit, then start it with `skew`.
+    AfterExit {
+        s: usize,
+        skew: i64,
+        since: Instant,
+    },
+    /// A clock fault's end: SIGTERM the skewed incarnation, then restart it true.
+    Unskew {
+        s: usize,
+    },
+    Busy(Child),
+}
+
+struct Active {
+    fault: Fault,
+    heal_at: Instant,
+    heal: Heal,
+}
+
+/// Timings the nemesis needs.
+pub struct Timing {
+    pub session_timeout: Duration,
+    /// What a successor may need after a loss (session timeout + horizon + 1 s): the quiet
+    /// time around a solo fault, so its effects can be judged against the bounds.
+    pub settle: Duration,
+    /// How long a storm of overlapping faults lasts before a solo fault.
+    pub storm: Duration,
+    /// Mean time between two faults starting.
+    pub interval: Duration,
+    /// Longest a busy neighbour runs.
+    pub busy_max: Duration,
+}
+
+/// The nemesis alternates storms of random, overlapping faults with a fault alone (nothing
+/// else for `settle` before and after it), whose effects the checker can hold to the bounds.
+#[derive(Clone, Copy, Debug)]
+enum Phase {
+    Storm {
+        until: Instant,
+    },
+    /// Waiting for every fault to heal and then `settle` of quiet.
+    Draining {
+        quiet_since: Option<Instant>,
+    },
+    /// One fault runs alone; then `settle` of quiet.
+    Solo {
+        quiet_since: Option<Instant>,
+    },
+}
+
+pub struct Nemesis {
+    rng: StdRng,
+    phase: Phase,
+    kinds: Vec<Kind>,
+    timing: Timing,
+    next_at: Instant,
+    active: Vec<Active>,
+    pub done: Vec<Fault>,
+    /// When the last ensemble fault healed (a restarted server needs time to rejoin).
+    ensemble_quiet_since: Instant,
+    /// Sidecars that exited while no fault touched them: (sidecar, incarnation, status).
+    pub unexpected_exits: Vec<(usize, u32, String)>,
+}
+
+const MAX_ACTIVE: usize = 3;
+const ENSEMBLE_REST: Duration = Duration::from_secs(8);
+const TERM_WAIT: Duration = Duration::from_secs(15);
+
+impl Nemesis {
+    pub fn new(rng: StdRng, kinds: Vec<Kind>, timing: Timing) -> Nemesis {
+        let now = Instant::now();
+        Nemesis {
+            rng,
+            phase: Phase::Storm {
+                until: now + timing.storm,
+            },
+            kinds,
+            next_at: now + timing.interval,
+            timing,
+            active: Vec::new(),
+            done: Vec::new(),
+            ensemble_quiet_since: now,
+            unexpected_exits: Vec::new(),
+        }
+    }
+
+    fn busy_sidecar(&self, s: usize) -> bool {
+        self.active.iter().any(|a| a.fault.sidecar == Some(s))
+    }
+
+    /// Heals what is due, notices sidecars that died on their own, starts a fault when due.
+    pub fn step(&mut self, cl: &mut Cluster, spec: &SidecarSpec, starting: bool) -> Result<()> {
+        let now = Instant::now();
+        let mut i = 0;
+        while i < self.active.len() {
+            if self.active[i].heal_at <= now && self.try_heal(i, cl, spec, false)? {
+                let mut a = self.active.remove(i);
+                a.fault.end_ns = now_ns();
+                if a.fault.kind.ensemble() {
+                    self.ensemble_quiet_since = Instant::now();
+                }
+                self.done.push(a.fault);
+            } else {
+                i += 1;
+            }
+        }
+        for s in 0..cl.sidecars.len() {
+            if !self.busy_sidecar(s) && cl.sidecars[s].running() && cl.sidecars[s].reap("itself") {
+                let h = cl.sidecars[s].history.last().cloned();
+                if let Some(h) = h {
+                    self.unexpected_exits
+                        .push((s, h.number, h.ended_by.unwrap_or_default()));
+                }
+                cl.sidecars[s].spawn(spec, 0)?;
+            }
+        }
+        if !starting {
+            return Ok(());
+        }
+        let settle = self.timing.settle;
+        // Quiet since when (none while a fault is active), and whether for `settle` already.
+        let quiet = |since: Option<Instant>, active: bool| -> (Option<Instant>, bool) {
+            let since = if active { None } else { since.or(Some(now)) };
+            (since, since.is_some_and(|t| now >= t + settle))
+        };
+        let active = !self.active.is_empty();
+        self.phase = match self.phase {
+            Phase::Storm { until } if now >= until => Phase::Draining { quiet_since: None },
+            storm @ Phase::Storm { .. } => {
+                if now >= self.next_at {
+                    if self.active.len() < MAX_ACTIVE {
+                        self.start_one(cl, spec)?;
+                    }
+                    let mean = self.timing.interval.as_secs_f64();
+                    // Exponential gaps (a Poisson process), at least 200 ms apart.
+                    let gap = -mean * (1.0 - self.rng.random::<f64>()).ln();
+                    self.next_at = now + Duration::from_secs_f64(gap.clamp(0.2, 6.0 * mean));
+                }
+                storm
+            }
+            Phase::Draining { quiet_since } => {
+                let (quiet_since, quiet) = quiet(quiet_since, active);
+                if quiet && self.ensemble_quiet_since.elapsed() >= ENSEMBLE_REST {
+                    self.start_one(cl, spec)?;
+                }
+                // Quiet before, so anything active now is the solo fault.
+                if quiet && !self.active.is_empty() {
+                    Phase::Solo { quiet_since: None }
+                } else {
+                    Phase::Draining { quiet_since }
+                }
+            }
+            Phase::Solo { quiet_since } => match quiet(quiet_since, active) {
+                (_, true) => {
+                    self.next_at = now;
+                    Phase::Storm {
+                        until: now + self.timing.storm,
+                    }
+                }
+                (quiet_since, false) => Phase::Solo { quiet_since },
+            },
+        };
+        Ok(())
+    }
+
+    /// Heals every active fault (waiting, bounded, for those that need a process to exit).
+    pub fn heal_all(&mut self, cl: &mut Cluster, spec: &SidecarSpec) -> Result<()> {
+        while !self.active.is_empty() {
+            if self.try_heal(0, cl, spec, true)? {
+                let mut a = self.active.remove(0);
+                a.fault.end_ns = now_ns();
+                self.done.push(a.fault);
+            }
+        }
+        cl.net.heal_all()?;
+        for i in 0..cl.zk.nodes.len() {
+            if !cl.zk.is_up(i) {
+                cl.zk.launch(i)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn start_one(&mut self, cl: &mut Cluster, spec: &SidecarSpec) -> Result<()> {
+        let free: Vec<usize> = (0..cl.sidecars.len())
+            .filter(|&s| !self.busy_sidecar(s) && cl.sidecars[s].running())
+            .collect();
+        let ensemble_free = !self.active.iter().any(|a| a.fault.kind.ensemble())
+            && self.ensemble_quiet_since.elapsed() >= ENSEMBLE_REST;
+        let busy_free = !self.active.iter().any(|a| a.fault.kind == Kind::Busy);
+        let possible: Vec<Kind> = self
+            .kinds
+            .iter()
+            .copied()
+            .filter(|k| match k {
+                Kind::Split | Kind::Leader | Kind::Outage => ensemble_free,
+                Kind::Busy => busy_free,
+                _ => !free.is_empty(),
+            })
+            .collect();
+        let Some(&kind) = possible.choose(&mut self.rng) else {
+            return Ok(());
+        };
+        let target = free.choose(&mut self.rng).copied();
+        let mut fault = Fault {
+            kind,
+            sidecar: None,
+            zk: None,
+            minority: Vec::new(),
+            skew_s: 0,
+            start_ns: now_ns(),
+            end_ns: 0,
+        };
+        let secs =
+            |rng: &mut StdRng, lo: f64, hi: f64| Duration::from_secs_f64(rng.random_range(lo..hi));
+        let (after, heal) = match kind {
+            Kind::Partition => {
+                let s = target.expect("a free sidecar");
+                fault.sidecar = Some(s);
+                let (a, b) = (vec![cl.sidecar_host(s)], cl.zk_hosts());
+                cl.net.cut(&a, &b)?;
+                (secs(&mut self.rng, 3.0, 8.0), Heal::Cut(a, b))
+            }
+            Kind::Split => {
+                let k = self.rng.random_range(0..cl.zk.nodes.len());
+                let n = self.rng.random_range(0..=2.min(free.len()));
+                let minority: Vec<usize> =
+                    free.choose_multiple(&mut self.rng, n).copied().collect();
+                fault.zk = Some(k + 1);
+                fault.minority = minority.clone();
+                let mut a = vec![k];
+                a.extend(minority.iter().map(|&s| cl.sidecar_host(s)));
+                let b: Vec<usize> = (0..cl.net.hosts.len()).filter(|h| !a.contains(h)).collect();
+                cl.net.cut(&a, &b)?;
+                (secs(&mut self.rng, 3.0, 8.0), Heal::Cut(a, b))
+            }
+            Kind::Kill => {
+                let s = target.expect("a free sidecar");
+                fault.sidecar = Some(s);
+                cl.sidecars[s].kill9("kill -9");
+                (secs(&mut self.rng, 0.5, 3.0), Heal::Restart { s, skew: 0 })
+            }
+            Kind::Stop => {
+                let s = target.expect("a free sidecar");
+                fault.sidecar = Some(s);
+                cl.sidecars[s].signal(Signal::SIGSTOP);
+                let past = self.timing.session_timeout + secs(&mut self.rng, 0.5, 2.0);
+                (past, Heal::Cont { s })
+            }
+            Kind::Leader => {
+                let Some(k) = cl.zk.leader() else {
+                    return Ok(());
+                };
+                fault.zk = Some(k + 1);
+                cl.zk.kill(k);
+                (secs(&mut self.rng, 2.0, 5.0), Heal::Launch(vec![k]))
+            }
+            Kind::Outage => {
+                let all: Vec<usize> = (0..cl.zk.nodes.len()).collect();
+                for &k in &all {
+                    cl.zk.kill(k);
+                }
+                (secs(&mut self.rng, 2.0, 6.0), Heal::Launch(all))
+            }
+            Kind::Clock => {
+                let s = target.expect("a free sidecar");
+                let skew = if self.rng.random_bool(0.5) { 3 } else { -3 };
+                fault.sidecar = Some(s);
+                fault.skew_s = skew;
+                cl.sidecars[s].kill9("kill -9 (clock step)");
+                cl.sidecars[s].spawn(spec, skew)?;
+                (secs(&mut self.rng, 8.0, 15.0), Heal::Unskew { s })
+            }
+            Kind::Term => {
+                let s = target.expect("a free sidecar");
+                fault.sidecar = Some(s);
+                cl.sidecars[s].signal(Signal::SIGTERM);
+                let since = Instant::now();
+                (
+                    secs(&mut self.rng, 0.5, 2.0),
+                    Heal::AfterExit { s, skew: 0, since },
+                )
+            }
+            Kind::Busy => {
+                let d = secs(&mut self.rng, 10.0, 25.0).min(self.timing.busy_max);
+                let child = Command::new(std::env::current_exe()?)
+                    .args(["busy", "--threads", "16", "--seconds"])
+                    .arg(format!("{:.1}", d.as_secs_f64()))
+                    .stdin(Stdio::null())
+                    .spawn()?;
+                (d, Heal::Busy(child))
+            }
+        };
+        // The fault is in force from here (a cut applied, a process gone).
+        fault.start_ns = now_ns();
+        self.active.push(Active {
+            fault,
+            heal_at: Instant::now() + after,
+            heal,
+        });
+        Ok(())
+    }
+
+    /// Heals active fault `i`; `Ok(false)` when it must be tried again later. With `now`,
+    /// waits for what it waits for instead of returning.
+    fn try_heal(
+        &mut self,
+        i: usize,
+        cl: &mut Cluster,
+        spec: &SidecarSpec,
+        now: bool,
+    ) -> Result<bool> {
+        let heal = &mut self.active[i].heal;
+        match heal {
+            Heal::Cut(a, b) => cl.net.heal(a, b)?,
+            Heal::Restart { s, skew } => cl.sidecars[*s].spawn(spec, *skew)?,
+            Heal::Cont { s } => cl.sidecars[*s].signal(Signal::SIGCONT),
+            Heal::Launch(nodes) => {
+                for &k in nodes.iter() {
+                    cl.zk.launch(k)?;
+                }
+            }
+            Heal::Unskew { s } => {
+                let s = *s;
+                cl.sidecars[s].signal(Signal::SIGTERM);
+                *heal = Heal::AfterExit {
+                    s,
+                    skew: 0,
+                    since: Instant::now(),
+                };
+                return if now {
+                    self.try_heal(i, cl, spec, now)
+                } else {
+                    Ok(false)
+                };
+            }
+            Heal::AfterExit { s, skew, since } => {
+                let (s, skew, since) = (*s, *skew, *since);
+                loop {
+                    if cl.sidecars[s].reap("SIGTERM") {
+                        break;
+                    }
+                    if since.elapsed() > TERM_WAIT {
+                        cl.sidecars[s].kill9("SIGTERM, then kill -9 after 15 s");
+                        break;
+                    }
+                    if !now {
+                        return Ok(false);
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                cl.sidecars[s].spawn(spec, skew)?;
+            }
+            Heal::Busy(child) => {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+        Ok(true)
+    }
+}
+
+impl Drop for Nemesis {
+    /// A busy neighbour runs outside the namespaces: end it too if the campaign stops early.
+    fn drop(&mut self) {
+        for a in &mut self.active {
+            if let Heal::Busy(child) = &mut a.heal {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+}
+
+/// The busy neighbour itself: `threads` threads spinning for `seconds` (bounded), then exit.
+pub fn busy(threads: usize, seconds: f64) {
+    let until = Instant::now() + Duration::from_secs_f64(seconds.clamp(0.0, 600.0));
+    let workers: Vec<_> = (0..threads.clamp(1, 256))
+        .map(|_| {
+            std::thread::spawn(move || {
+                let mut x = 0u64;
+                while Instant::now() < until {
+                    for _ in 0..10_000 {
+                        x = std::hint::black_box(
+                            x.wrapping_mul(6364136223846793005).wrapping_add(1),
+                        );
+                    }
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        let _ = w.join();
+    }
+}

@@ -1,0 +1,317 @@
+//! The processes of the campaign: a ZooKeeper ensemble (through `zk/lib.sh`) and the idcar
+//! sidecars, each started inside its own network namespace, each incarnation recorded.
+
+use crate::net::{Host, Net};
+use anyhow::{bail, Context, Result};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// libfaketime's preload library (Debian package `faketime`).
+pub const FAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+
+/// The ZooKeeper client port inside every ZooKeeper namespace.
+const ZK_PORT: u16 = 2181;
+
+fn lib_sh() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("zk/lib.sh")
+}
+
+/// Runs a `zk/lib.sh` function inside namespace `ns`; its stdout.
+fn zk_lib(ns: &str, script: &str, args: &[&str]) -> Result<String> {
+    let full = format!(". \"{}\" && {script}", lib_sh().display());
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns, "bash", "-c", &full, "zk"])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()?;
+    if !out.status.success() {
+        bail!(
+            "{script}: {}",
+            String::from_utf8_lossy(&out.stderr).trim_end()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Whether `pid` still runs (a zombie left for init to reap does not).
+fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the command name in parentheses.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X"),
+        Err(_) => false,
+    }
+}
+
+/// One ZooKeeper server of the ensemble.
+pub struct ZkNode {
+    pub host: Host,
+    dir: PathBuf,
+    pid: Option<i32>,
+}
+
+/// A 3-node (or n-node) ensemble.
+pub struct Ensemble {
+    pub nodes: Vec<ZkNode>,
+}
+
+impl Ensemble {
+    /// Writes each node's configuration under `dir` and starts them all.
+    pub fn start(hosts: &[Host], dir: &Path) -> Result<Ensemble> {
+        let servers: String = hosts
+            .iter()
+            .enumerate()
+            .map(|(i, h)| format!("server.{}={}:2888:3888\n", i + 1, h.addr))
+            .collect();
+        let mut nodes = Vec::new();
+        for (i, h) in hosts.iter().enumerate() {
+            let d = dir.join(format!("zk{}", i + 1));
+            std::fs::create_dir_all(&d)?;
+            let ds = d.to_str().context("temporary path")?;
+            // Clients reach each server on its bridge address; `zk_wait` probes loopback.
+            zk_lib(
+                &h.ns,
+                "zk_write_conf \"$1\" \"$2\" \"$3\" 0.0.0.0",
+                &[ds, &ZK_PORT.to_string(), &servers],
+            )?;
+            std::fs::write(d.join("data/myid"), format!("{}\n", i + 1))?;
+            nodes.push(ZkNode {
+                host: h.clone(),
+                dir: d,
+                pid: None,
+            });
+        }
+        let mut e = Ensemble { nodes };
+        for i in 0..e.nodes.len() {
+            e.launch(i)?;
+        }
+        for n in &e.nodes {
+            zk_lib(&n.host.ns, "zk_wait \"$1\" 60", &[&ZK_PORT.to_string()])
+                .with_context(|| format!("ZooKeeper in {} did not start", n.host.ns))?;
+        }
+        Ok(e)
+    }
+
+    /// `addr:port,...` of every server.
+    pub fn connect(&self) -> String {
+        self.nodes
+            .iter()
+            .map(|n| format!("{}:{ZK_PORT}", n.host.addr))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// Starts node `i` (in the background; it joins the ensemble by itself).
+    pub fn launch(&mut self, i: usize) -> Result<()> {
+        let n = &mut self.nodes[i];
+        let d = n.dir.to_str().context("temporary path")?;
+        zk_lib(&n.host.ns, "zk_start \"$1\"", &[d])?;
+        let pid = std::fs::read_to_string(n.dir.join("pid"))?.trim().parse()?;
+        n.pid = Some(pid);
+        Ok(())
+    }
+
+    /// SIGKILLs node `i` and waits (bounded) until it is gone.
+    pub fn kill(&mut self, i: usize) {
+        if let Some(pid) = self.nodes[i].pid.take() {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+            let until = Instant::now() + Duration::from_secs(5);
+            while alive(pid) && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+
+    pub fn is_up(&self, i: usize) -> bool {
+        self.nodes[i].pid.is_some()
+    }
+
+    /// The index of the node that says it leads (one `srvr` probe each, a second at most).
+    pub fn leader(&self) -> Option<usize> {
+        let probe = format!("exec 3<>/dev/tcp/127.0.0.1/{ZK_PORT} && printf srvr >&3 && cat <&3");
+        (0..self.nodes.len()).find(|&i| {
+            self.is_up(i)
+                && Command::new("ip")
+                    .args(["netns", "exec", &self.nodes[i].host.ns])
+                    .args(["timeout", "1", "bash", "-c", &probe])
+                    .stdin(Stdio::null())
+                    .output()
+                    .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("Mode: leader"))
+        })
+    }
+}
+
+impl Drop for Ensemble {
+    fn drop(&mut self) {
+        for i in 0..self.nodes.len() {
+            self.kill(i);
+        }
+    }
+}
+
+/// How a sidecar's incarnation ended.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Incarnation {
+    pub sidecar: usize,
+    pub number: u32,
+    /// libfaketime offset of its clock, seconds (0: the true clock).
+    pub skew_s: i64,
+    pub started_ns: u64,
+    pub ended_ns: Option<u64>,
+    pub ended_by: Option<String>,
+    pub log: PathBuf,
+}
+
+/// One sidecar: its namespace, socket, and current process.
+pub struct Sidecar {
+    pub index: usize,
+    pub host: Host,
+    pub socket: PathBuf,
+    /// The incarnation a new connection to `socket` reaches (0: none started yet).
+    pub incarnation: Arc<AtomicU32>,
+    pub skew_s: i64,
+    child: Option<Child>,
+    pub history: Vec<Incarnation>,
+}
+
+/// What every sidecar is started with.
+pub struct SidecarSpec {
+    pub idcar: PathBuf,
+    pub dir: PathBuf,
+    pub args: Vec<String>,
+}
+
+pub fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+impl Sidecar {
+    pub fn new(index: usize, host: Host, dir: &Path) -> Sidecar {
+        Sidecar {
+            index,
+            host,
+            socket: dir.join(format!("sc{index}.sock")),
+            incarnation: Arc::new(AtomicU32::new(0)),
+            skew_s: 0,
+            child: None,
+            history: Vec::new(),
+        }
+    }
+
+    pub fn running(&self) -> bool {
+        self.child.is_some()
+    }
+
+    pub fn pid(&self) -> Option<Pid> {
+        self.child.as_ref().map(|c| Pid::from_raw(c.id() as i32))
+    }
+
+    /// Starts a new incarnation, its clock `skew_s` seconds off (libfaketime) when non-zero.
+    pub fn spawn(&mut self, spec: &SidecarSpec, skew_s: i64) -> Result<()> {
+        assert!(self.child.is_none(), "sidecar {} still runs", self.index);
+        let number = self.incarnation.load(Ordering::SeqCst) + 1;
+        let log = spec.dir.join(format!("sc{}.{number}.log", self.index));
+        let out = std::fs::File::create(&log)?;
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &self.host.ns, "env"]);
+        if skew_s != 0 {
+            cmd.arg(format!("LD_PRELOAD={FAKETIME}"))
+                .arg(format!("FAKETIME={skew_s:+}s"))
+                .arg("FAKETIME_DONT_FAKE_MONOTONIC=1");
+        }
+        cmd.arg(&spec.idcar)
+            .arg("serve")
+            .arg("--socket")
+            .arg(&self.socket)
+            .arg("--pod-name")
+            .arg(format!("sc{}", self.index))
+            .args(&spec.args)
+            .stdin(Stdio::null())
+            .stdout(out.try_clone()?)
+            .stderr(out);
+        // New connections reach the new process from here on (the old one is gone).
+        self.incarnation.store(number, Ordering::SeqCst);
+        self.child = Some(cmd.spawn().context("cannot start idcar")?);
+        self.skew_s = skew_s;
+        self.history.push(Incarnation {
+            sidecar: self.index,
+            number,
+            skew_s,
+            started_ns: now_ns(),
+            ended_ns: None,
+            ended_by: None,
+            log,
+        });
+        Ok(())
+    }
+
+    /// Sends `sig` to the current process.
+    pub fn signal(&self, sig: Signal) {
+        if let Some(pid) = self.pid() {
+            let _ = kill(pid, sig);
+        }
+    }
+
+    /// Whether the process has exited (reaping it, and recording how).
+    pub fn reap(&mut self, how: &str) -> bool {
+        let Some(c) = self.child.as_mut() else {
+            return true;
+        };
+        match c.try_wait() {
+            Ok(Some(status)) => {
+                self.child = None;
+                if let Some(h) = self.history.last_mut() {
+                    h.ended_ns = Some(now_ns());
+                    h.ended_by = Some(format!("{how} ({status})"));
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// SIGKILLs the process and waits for it.
+    pub fn kill9(&mut self, how: &str) {
+        self.signal(Signal::SIGCONT);
+        self.signal(Signal::SIGKILL);
+        if let Some(c) = self.child.as_mut() {
+            let _ = c.wait();
+        }
+        self.reap(how);
+    }
+}
+
+impl Drop for Sidecar {
+    fn drop(&mut self) {
+        self.kill9("campaign ended");
+    }
+}
+
+/// The network and everything running in it.
+pub struct Cluster {
+    // Field order is drop order: processes before the namespaces they live in.
+    pub sidecars: Vec<Sidecar>,
+    pub zk: Ensemble,
+    pub net: Net,
+}
+
+impl Cluster {
+    /// Host indices of the ZooKeeper nodes on the network.
+    pub fn zk_hosts(&self) -> Vec<usize> {
+        (0..self.zk.nodes.len()).collect()
+    }
+
+    /// Host index of sidecar `s` on the network.
+    pub fn sidecar_host(&self, s: usize) -> usize {
+        self.zk.nodes.len() + s
+    }
+}

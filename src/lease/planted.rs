@@ -1,0 +1,18 @@
+//! Bugs planted on purpose, so the randomized fault campaign (`examples/campaign`) can show
+//! that its checker catches a broken fence. Only builds with the cargo feature
+//! `fault-injection` act on one (`serve --plant-bug`, hidden, no environment variable); in
+//! every other build the lease ignores the setting (`fence::planted` is always `None`).
+
+/// Which deliberate bug, if any, the ZooKeeper lease carries.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum PlantedBug {
+    /// The correct protocol.
+    #[default]
+    None,
+    /// A new holder ignores the mark its slot's last holder wrote: no wait past it, and a
+    /// window that starts just below its own clock.
+    SkipMarkWait,
+    /// Renewals store a mark one horizon lower than the window they publish, so the mark
+    /// in ZooKeeper no longer bounds what the holder issues.
+    LowerMark,
+}

@@ -1,0 +1,145 @@
+//! The randomized fault campaign (`examples/campaign`), short runs: it passes on main with a
+//! fixed seed (lable64) and a random one (sno80), and it catches each of the two lease bugs
+//! planted behind the `fault-injection` feature. Each run is about 80 s; they run one at a
+//! time. Needs root (network namespaces, nftables), as CI has: see docs/campaign.md.
+
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Mutex;
+
+/// One campaign at a time: each saturates the machine on its own.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn campaign_bin() -> PathBuf {
+    let idcar = PathBuf::from(env!("CARGO_BIN_EXE_idcar"));
+    let bin = idcar
+        .parent()
+        .expect("target dir")
+        .join("examples/campaign");
+    assert!(
+        bin.exists(),
+        "{} missing: `cargo test --all-targets` builds it (or `cargo build --example campaign`)",
+        bin.display()
+    );
+    bin
+}
+
+/// Runs a campaign; its exit code and report.
+fn campaign(args: &[&str]) -> (i32, Value) {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let out = tempfile::tempdir().expect("temporary directory");
+    let status = Command::new(campaign_bin())
+        .args(args)
+        .arg("--idcar")
+        .arg(env!("CARGO_BIN_EXE_idcar"))
+        .arg("--out")
+        .arg(out.path())
+        .status()
+        .expect("campaign runs");
+    let code = status.code().unwrap_or(-1);
+    assert_ne!(code, 2, "the campaign could not run (see its error above)");
+    let report = std::fs::read_to_string(out.path().join("report.json"))
+        .unwrap_or_else(|e| panic!("no report ({e}); exit {code}"));
+    (code, serde_json::from_str(&report).expect("report is JSON"))
+}
+
+fn num(r: &Value, key: &str) -> u64 {
+    r[key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("report lacks {key}"))
+}
+
+/// What every finished run shows: load in both protocols, faults of several kinds.
+fn ran_for_real(r: &Value) {
+    assert!(num(r, "ids_checked") > 50_000, "too few IDs: {r:#}");
+    assert!(num(&r["requests"], "binary") > 1_000);
+    assert!(num(&r["requests"], "http") > 100);
+    let kinds = r["faults_by_kind"].as_object().expect("faults by kind");
+    assert!(kinds.len() >= 3, "too few kinds of fault: {kinds:?}");
+}
+
+fn passes(args: &[&str]) {
+    let (code, r) = campaign(args);
+    assert_eq!(
+        (code, r["verdict"].as_str()),
+        (0, Some("pass")),
+        "violations: {:#}",
+        r["violations"]
+    );
+    assert_eq!(num(&r, "duplicates"), 0);
+    assert_eq!(r["liveness"]["passed"], Value::Bool(true));
+    ran_for_real(&r);
+}
+
+fn catches(bug: &str) {
+    let (code, r) = campaign(&["--seed", "7", "--duration", "60s", "--plant-bug", bug]);
+    assert_eq!(code, 1, "the planted bug {bug} went unnoticed: {r:#}");
+    assert_eq!(r["verdict"], "fail");
+    let checks: Vec<&str> = r["violations"]
+        .as_array()
+        .expect("violations")
+        .iter()
+        .filter_map(|v| v["check"].as_str())
+        .collect();
+    assert!(
+        checks.iter().any(|c| c.starts_with("fence")) || num(&r, "duplicates") > 0,
+        "{bug}: expected fence violations or duplicates, got {checks:?}"
+    );
+    println!(
+        "{bug}: {} duplicates; violations {checks:?}",
+        num(&r, "duplicates")
+    );
+    ran_for_real(&r);
+}
+
+#[test]
+fn lable64_campaign_with_a_fixed_seed_passes() {
+    passes(&["--seed", "7", "--duration", "60s"]);
+}
+
+#[test]
+fn sno80_campaign_with_a_random_seed_passes() {
+    let seed: u64 = rand::random::<u64>() % 1_000_000;
+    println!("sno80 campaign seed {seed}");
+    passes(&[
+        "--seed",
+        &seed.to_string(),
+        "--duration",
+        "60s",
+        "--layout",
+        "sno80",
+    ]);
+}
+
+#[test]
+fn a_successor_that_ignores_the_mark_is_caught() {
+    catches("skip-mark-wait");
+}
+
+#[test]
+fn a_renewal_that_stores_a_lower_mark_is_caught() {
+    catches("lower-mark");
+}
+
+#[test]
+fn bad_flags_are_refused_before_anything_starts() {
+    for (args, says) in [
+        (&["--layout", "nope"][..], "--layout"),
+        (&["--sidecars", "1"][..], "--sidecars"),
+        (&["--faults", "meteor"][..], "--faults"),
+        (&["--duration", "soon"][..], "--duration"),
+    ] {
+        let out = Command::new(campaign_bin())
+            .args(args)
+            .output()
+            .expect("campaign runs");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            matches!(out.status.code(), Some(2)),
+            "{args:?}: {:?}",
+            out.status
+        );
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
