@@ -3,6 +3,24 @@
 //! planted behind the `fault-injection` feature. Each run is about 80 s; they run one at a
 //! time. Needs root (network namespaces, nftables), as CI has: see docs/campaign.md.
 
+// The campaign's own modules, so that the checker's unit tests (in `check.rs`) run here: an
+// example with `test = true` would no longer be built as the binary the tests below run.
+#[allow(dead_code)]
+#[path = "../examples/campaign/check.rs"]
+mod check;
+#[allow(dead_code)]
+#[path = "../examples/campaign/load.rs"]
+mod load;
+#[allow(dead_code)]
+#[path = "../examples/campaign/nemesis.rs"]
+mod nemesis;
+#[allow(dead_code)]
+#[path = "../examples/campaign/net.rs"]
+mod net;
+#[allow(dead_code)]
+#[path = "../examples/campaign/procs.rs"]
+mod procs;
+
 use serde_json::Value;
 use std::path::PathBuf;
 use std::process::Command;

@@ -28,7 +28,7 @@ pub enum Outcome {
 }
 
 /// One request in the history.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize)]
 pub struct Op {
     pub sidecar: usize,
     /// The incarnation the connection reached.

@@ -82,6 +82,9 @@ pub struct Args {
     /// Where logs, sockets and the report go (default target/campaign/seed-SEED).
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Also write the whole history (every request with its IDs) to history.jsonl there.
+    #[arg(long)]
+    save_history: bool,
 }
 
 /// Set by Ctrl-C or SIGTERM: the campaign stops injecting, heals, and cleans up.
@@ -348,9 +351,6 @@ fn run(args: Args) -> Result<bool> {
         .into_iter()
         .collect::<Result<_, _>>()
         .map_err(|_| anyhow::anyhow!("a load client panicked; its history is lost"))?;
-    if INTERRUPTED.load(Ordering::SeqCst) {
-        bail!("interrupted: nothing judged");
-    }
     let r = report::Run {
         args: &args,
         seed,
@@ -360,5 +360,9 @@ fn run(args: Args) -> Result<bool> {
         faults_end_ns,
         out: &out,
     };
-    r.judge(logs, &incarnations, &nem, liveness)
+    let passed = r.judge(logs, &incarnations, &nem, liveness)?;
+    if passed && INTERRUPTED.load(Ordering::SeqCst) {
+        bail!("interrupted: the history so far passed, but the run is not complete");
+    }
+    Ok(passed)
 }

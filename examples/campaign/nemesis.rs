@@ -68,10 +68,12 @@ impl Kind {
         matches!(self, Kind::Split | Kind::Leader | Kind::Outage)
     }
 
-    /// Whether the fault leaves every sidecar it does not target with a ZooKeeper quorum
-    /// and its CPU (so a holder it does not target must not be refused).
+    /// Whether the fault may cost any sidecar its lease, not only the one it targets: an
+    /// outage, the busy neighbour, and a split (a silent cut of a server costs the clients
+    /// connected to it their session when the session timeout is short: see
+    /// docs/zookeeper.md#bounds; which sidecars those were, the campaign does not know).
     pub fn touches_all(self) -> bool {
-        matches!(self, Kind::Outage | Kind::Busy)
+        matches!(self, Kind::Outage | Kind::Busy | Kind::Split)
     }
 }
 

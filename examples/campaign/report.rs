@@ -250,6 +250,9 @@ impl Run<'_> {
             faults: &nem.done,
             incarnations,
         };
+        if a.save_history {
+            self.save_history(&ops, &ids)?;
+        }
         let json = self.out.join("report.json");
         std::fs::write(&json, serde_json::to_string_pretty(&report)?)?;
         let text = summary(&report);
@@ -257,6 +260,27 @@ impl Run<'_> {
         print!("{text}");
         println!("campaign: report {} (logs beside it)", json.display());
         Ok(passed)
+    }
+}
+
+impl Run<'_> {
+    /// One JSON line per request, its IDs in hex (`history.jsonl` beside the report).
+    fn save_history(&self, ops: &[Op], ids: &[u128]) -> Result<()> {
+        use std::io::Write;
+        let f = std::fs::File::create(self.out.join("history.jsonl"))?;
+        let mut w = std::io::BufWriter::new(f);
+        for op in ops {
+            let mut v = serde_json::to_value(op)?;
+            let hex: Vec<String> = ids[op.first..op.first + op.count]
+                .iter()
+                .map(|id| format!("{id:x}"))
+                .collect();
+            v["ids"] = serde_json::json!(hex);
+            serde_json::to_writer(&mut w, &v)?;
+            w.write_all(b"\n")?;
+        }
+        w.flush()?;
+        Ok(())
     }
 }
 
