@@ -407,8 +407,17 @@ struct Highest {
 /// issuing). A successor that did not wait past its predecessor's mark, or a mark written
 /// below what was issued, breaks this even when no two IDs happen to collide.
 fn fence(ops: &[Op], holds: &[Hold], issued: &BTreeMap<HoldKey, Highest>, v: &mut Verdict) {
-    let mut by_slot: BTreeMap<u64, Vec<&Hold>> = BTreeMap::new();
+    // One entry per lease: a lease that lapsed and came back (same generation) has two
+    // records with the same floor; the first says when it began.
+    let mut first: BTreeMap<HoldKey, &Hold> = BTreeMap::new();
     for h in holds {
+        let e = first.entry(h.key()).or_insert(h);
+        if h.from_ns < e.from_ns {
+            *e = h;
+        }
+    }
+    let mut by_slot: BTreeMap<u64, Vec<&Hold>> = BTreeMap::new();
+    for h in first.into_values() {
         by_slot.entry(h.slot).or_default().push(h);
     }
     let mut found = 0usize;
@@ -913,5 +922,31 @@ mod tests {
         assert!(judge(&ops, &ids, &holds(ms + 900), &kill)
             .violations
             .is_empty());
+    }
+
+    #[test]
+    fn a_lease_that_lapses_and_comes_back_is_not_its_own_successor() {
+        let ms = T0 / MS;
+        let ids = vec![id(ms + 10, 0, 1, 3), id(ms + 9_000, 0, 1, 3)];
+        let ops = vec![
+            op(0, T0 + 10 * MS, 0, 1, true),
+            op(0, T0 + 9 * S, 1, 1, true),
+        ];
+        // Issuing, stopped at the mark in an outage, issuing again under the same lease.
+        let holds = vec![
+            hold(0, 1, ms - 5_000, T0 - S, Some(T0 + 4 * S)),
+            hold(0, 1, ms - 5_000, T0 + 8 * S, None),
+        ];
+        let outage = Fault {
+            kind: Kind::Outage,
+            sidecar: None,
+            zk: None,
+            minority: Vec::new(),
+            skew_s: 0,
+            start_ns: T0 + S,
+            end_ns: T0 + 7 * S,
+        };
+        let v = judge(&ops, &ids, &holds, &[outage]);
+        assert!(v.violations.is_empty(), "{:?}", v.violations);
     }
 }
