@@ -29,18 +29,28 @@ use std::sync::Mutex;
 /// One campaign at a time: each saturates the machine on its own.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
+/// The campaign example as `cargo test --all-targets` built it: `examples/campaign-HASH`
+/// (cargo copies it to `examples/campaign` only for `cargo build --example`); the newest.
 fn campaign_bin() -> PathBuf {
     let idcar = PathBuf::from(env!("CARGO_BIN_EXE_idcar"));
-    let bin = idcar
-        .parent()
-        .expect("target dir")
-        .join("examples/campaign");
-    assert!(
-        bin.exists(),
-        "{} missing: `cargo test --all-targets` builds it (or `cargo build --example campaign`)",
-        bin.display()
-    );
-    bin
+    let dir = idcar.parent().expect("target dir").join("examples");
+    let newest = std::fs::read_dir(&dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name == "campaign" || (name.starts_with("campaign-") && !name.contains('.'))
+        })
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .max();
+    match newest {
+        Some((_, path)) => path,
+        None => panic!(
+            "no campaign binary in {}: `cargo test --all-targets` builds it",
+            dir.display()
+        ),
+    }
 }
 
 /// Runs a campaign; its exit code and report.
