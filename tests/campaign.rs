@@ -1,25 +1,8 @@
-//! The randomized fault campaign (`examples/campaign`), short runs: it passes on main with a
+//! The randomized fault campaign (`idcar-campaign`, whose checker's unit tests live beside it
+//! in `src/bin/idcar-campaign/check.rs`), short runs: it passes on main with a
 //! fixed seed (lable64) and a random one (sno80), and it catches each of the two lease bugs
 //! planted behind the `fault-injection` feature. Each run is about 80 s; they run one at a
 //! time. Needs root (network namespaces, nftables), as CI has: see docs/campaign.md.
-
-// The campaign's own modules, so that the checker's unit tests (in `check.rs`) run here: an
-// example with `test = true` would no longer be built as the binary the tests below run.
-#[allow(dead_code)]
-#[path = "../examples/campaign/check.rs"]
-mod check;
-#[allow(dead_code)]
-#[path = "../examples/campaign/load.rs"]
-mod load;
-#[allow(dead_code)]
-#[path = "../examples/campaign/nemesis.rs"]
-mod nemesis;
-#[allow(dead_code)]
-#[path = "../examples/campaign/net.rs"]
-mod net;
-#[allow(dead_code)]
-#[path = "../examples/campaign/procs.rs"]
-mod procs;
 
 use serde_json::Value;
 use std::path::PathBuf;
@@ -29,28 +12,8 @@ use std::sync::Mutex;
 /// One campaign at a time: each saturates the machine on its own.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-/// The campaign example as `cargo test --all-targets` built it: `examples/campaign-HASH`
-/// (cargo copies it to `examples/campaign` only for `cargo build --example`); the newest.
 fn campaign_bin() -> PathBuf {
-    let idcar = PathBuf::from(env!("CARGO_BIN_EXE_idcar"));
-    let dir = idcar.parent().expect("target dir").join("examples");
-    let newest = std::fs::read_dir(&dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            name == "campaign" || (name.starts_with("campaign-") && !name.contains('.'))
-        })
-        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
-        .max();
-    match newest {
-        Some((_, path)) => path,
-        None => panic!(
-            "no campaign binary in {}: `cargo test --all-targets` builds it",
-            dir.display()
-        ),
-    }
+    PathBuf::from(env!("CARGO_BIN_EXE_idcar-campaign"))
 }
 
 /// Runs a campaign; its exit code and report.

@@ -1,4 +1,4 @@
-//! Bugs planted on purpose, so the randomized fault campaign (`examples/campaign`) can show
+//! Bugs planted on purpose, so the randomized fault campaign (`idcar-campaign`) can show
 //! that its checker catches a broken fence. Only builds with the cargo feature
 //! `fault-injection` act on one (`serve --plant-bug`, hidden, no environment variable); in
 //! every other build the lease ignores the setting (`fence::planted` is always `None`).

@@ -7,8 +7,8 @@
 //! every check passed, 1 on any violation, 2 when the campaign could not run.
 //!
 //! ```sh
-//! cargo build --features fault-injection --bin idcar --example campaign
-//! sudo target/debug/examples/campaign --duration 90s
+//! cargo build --features fault-injection --bins
+//! sudo target/debug/idcar-campaign --duration 90s
 //! ```
 //!
 //! It needs root (network namespaces, nftables), ZooKeeper (`zk/ensure-zookeeper.sh`),
@@ -76,7 +76,7 @@ pub struct Args {
     /// Pause of each binary client between requests (HTTP clients pause 10 times longer).
     #[arg(long, default_value = "2ms", value_parser = humantime::parse_duration)]
     pace: Duration,
-    /// The idcar binary (default: the one built beside this example).
+    /// The idcar binary (default: the one built beside this one).
     #[arg(long)]
     idcar: Option<PathBuf>,
     /// Where logs, sockets and the report go (default target/campaign/seed-SEED).
@@ -155,7 +155,7 @@ fn preflight(idcar: &std::path::Path, planted: PlantedBug) -> Result<()> {
     if !std::path::Path::new(procs::FAKETIME).exists() {
         bail!("{} missing: install Debian's faketime", procs::FAKETIME);
     }
-    let build = "cargo build --features fault-injection --bin idcar --example campaign";
+    let build = "cargo build --features fault-injection --bins";
     if !idcar.exists() {
         bail!(
             "{} not found: build it with `{build}` or pass --idcar",
@@ -205,8 +205,7 @@ fn run(args: Args) -> Result<bool> {
         Some(p) => p.clone(),
         None => std::env::current_exe()?
             .parent()
-            .and_then(|p| p.parent())
-            .context("where is this example?")?
+            .context("where is this binary?")?
             .join("idcar"),
     };
     preflight(&idcar, args.plant_bug)?;
