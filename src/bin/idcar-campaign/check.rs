@@ -938,13 +938,8 @@ mod tests {
             hold(0, 1, ms - 5_000, T0 + 8 * S, None),
         ];
         let outage = Fault {
-            kind: Kind::Outage,
             sidecar: None,
-            zk: None,
-            minority: Vec::new(),
-            skew_s: 0,
-            start_ns: T0 + S,
-            end_ns: T0 + 7 * S,
+            ..fault(Kind::Outage, 0, T0 + S, T0 + 7 * S)
         };
         let v = judge(&ops, &ids, &holds, &[outage]);
         assert!(v.violations.is_empty(), "{:?}", v.violations);
