@@ -21,6 +21,7 @@
 use clap::Parser;
 use idcar::clock::SystemClock;
 use idcar::layout::{by_name, LayoutParams};
+use idcar::lease::protocol::Timing;
 use idcar::lease::zk::{self, ZkConfig};
 use idcar::lease::{LeaseHandle, LeaseState};
 use idcar::metrics::Metrics;
@@ -58,9 +59,11 @@ fn config(connect: &str, root: &str, cluster: u8) -> ZkConfig {
         pool_size: 64,
         prefer: None,
         session_timeout: Duration::from_secs(6),
-        horizon: Duration::from_secs(3),
-        renew_every: Duration::from_secs(1),
-        max_clock_wait: Duration::from_secs(10),
+        timing: Timing {
+            horizon: Duration::from_secs(3),
+            renew_every: Duration::from_secs(1),
+            max_clock_wait: Duration::from_secs(10),
+        },
         auth: None,
         pod: None,
         pool_params: vec![("layout".into(), "lable64".into())],

@@ -41,13 +41,13 @@ pub enum LogFormat {
 pub enum Command {
     /// Serve IDs on a Unix socket.
     Serve(Box<ServeArgs>),
-    /// RequestOptions a running idcar for IDs and print them, one per line.
+    /// Ask a running idcar for IDs and print them, one per line.
     Get(GetArgs),
     /// Print the fields of an ID.
     Decode(DecodeArgs),
     /// Show who holds which slot in ZooKeeper, each slot's mark, free slots and waiters.
     Pool(PoolArgs),
-    /// RequestOptions a running idcar's admin listener whether it is ready (or alive, with --live); exit
+    /// Ask a running idcar's admin listener whether it is ready (or alive, with --live); exit
     /// 0 if so, 1 if not, with a one-line reason. Never consumes an ID: for exec probes and
     /// container healthchecks.
     Probe(ProbeArgs),
@@ -59,7 +59,7 @@ pub struct ProbeArgs {
     /// such as 0.0.0.0 means this host's loopback).
     #[arg(long, env = "IDCAR_ADMIN_ADDR", default_value = DEFAULT_ADMIN_ADDR)]
     pub admin_addr: String,
-    /// RequestOptions whether the process is alive (`/healthz`) instead of ready (`/readyz`).
+    /// Ask whether the process is alive (`/healthz`) instead of ready (`/readyz`).
     #[arg(long)]
     pub live: bool,
     /// How long to wait for the answer.

@@ -57,13 +57,18 @@ impl BinaryClient {
 
     /// Sends a request for `count` IDs without waiting for the answer.
     pub async fn send(&mut self, count: u32) -> std::io::Result<()> {
-        self.send_ask(count, &RequestOptions::default()).await
+        self.send_with_options(count, &RequestOptions::default())
+            .await
     }
 
     /// Sends a request for `count` IDs with options (metabyte, transaction).
-    pub async fn send_ask(&mut self, count: u32, ask: &RequestOptions) -> std::io::Result<()> {
+    pub async fn send_with_options(
+        &mut self,
+        count: u32,
+        opts: &RequestOptions,
+    ) -> std::io::Result<()> {
         let mut req = Vec::with_capacity(12);
-        frame::encode_get_ids(count, ask, &mut req);
+        frame::encode_get_ids(count, opts, &mut req);
         self.stream.write_all(&req).await?;
         self.stream.flush().await
     }

@@ -6,6 +6,7 @@
 
 use crate::cli::{DecodeArgs, LayoutArgs, PoolArgs, ProbeArgs, ServeArgs, ZkArgs};
 use crate::layout::{self, BuildError, Layout, Param, TextForm};
+use crate::lease::protocol::Timing;
 use crate::server::{AdminLimits, ConnLimits};
 use crate::service::Limits;
 use std::net::SocketAddr;
@@ -73,7 +74,7 @@ pub struct ServeConfig {
     pub cluster: u8,
     /// Where the slot comes from.
     pub lease: LeaseSource,
-    pub timings: LeaseTimings,
+    pub timings: Timing,
     pub limits: Limits,
     pub conn: ConnLimits,
     pub threads: usize,
@@ -81,19 +82,9 @@ pub struct ServeConfig {
     pub clock_skew_ns: i64,
     /// Testing aid (cargo feature `fault-injection`): a deliberate lease bug for the campaign.
     pub planted: crate::lease::planted::PlantedBug,
-    /// What shapes the layout's IDs (`flag name`, value), for clients' describe requests.
+    /// What shapes the layout's IDs (`flag name`, value): for clients' describe requests,
+    /// and recorded with a ZooKeeper pool.
     pub params: Vec<(String, String)>,
-}
-
-/// How a lease keeps its mark ahead of the clock.
-#[derive(Debug, Clone, Copy)]
-pub struct LeaseTimings {
-    /// How far ahead of the clock each written mark reaches.
-    pub horizon: Duration,
-    /// How often the mark is pushed forward.
-    pub renew_every: Duration,
-    /// How long start-up (or a claim) may wait for the clock to pass a stored mark.
-    pub max_clock_wait: Duration,
 }
 
 /// Where the slot comes from.
@@ -122,8 +113,6 @@ pub struct ZkSettings {
     pub prefer: Option<u32>,
     /// The pod name for the slot's owner record.
     pub pod: Option<String>,
-    /// What shapes the pool's ID space (`flag name`, value), recorded with the pool.
-    pub pool_params: Vec<(String, String)>,
 }
 
 impl ZkConn {
@@ -303,7 +292,6 @@ fn lease_source(a: &ServeArgs, layout: &dyn Layout) -> Result<LeaseSource, Usage
         conn,
         pool_size,
         prefer: a.generator_id,
-        pool_params: pool_params(&a.layout, a.cluster_id),
         pod: a
             .pod_name
             .clone()
@@ -315,7 +303,7 @@ fn lease_source(a: &ServeArgs, layout: &dyn Layout) -> Result<LeaseSource, Usage
 const HOUR: Duration = Duration::from_secs(3600);
 
 /// Every duration at most an hour; the lease's timings consistent with each other.
-fn timings(a: &ServeArgs) -> Result<LeaseTimings, UsageError> {
+fn timings(a: &ServeArgs) -> Result<Timing, UsageError> {
     for (flag, d) in [
         ("--lease-horizon", a.lease_horizon),
         ("--renew-interval", a.renew_interval),
@@ -346,7 +334,7 @@ fn timings(a: &ServeArgs) -> Result<LeaseTimings, UsageError> {
             a.max_clock_wait, a.lease_horizon
         ));
     }
-    Ok(LeaseTimings {
+    Ok(Timing {
         horizon: a.lease_horizon,
         renew_every: a.renew_interval,
         max_clock_wait: a.max_clock_wait,
@@ -469,7 +457,7 @@ impl ProbeConfig {
         let Some(admin) = admin_addr(&a.admin_addr)? else {
             return usage(
                 "the admin listener is off (--admin-addr/IDCAR_ADMIN_ADDR is none): probe has \
-                 nothing to ask",
+                 nothing to opts",
             );
         };
         if a.timeout.is_zero() || a.timeout > Duration::from_secs(60) {
@@ -484,82 +472,4 @@ impl ProbeConfig {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::cli::{Cli, Command};
-    use clap::Parser;
-
-    fn parse(extra: &[&str]) -> Result<ServeConfig, UsageError> {
-        let mut argv = vec!["idcar", "serve"];
-        argv.extend_from_slice(extra);
-        let Command::Serve(a) = Cli::try_parse_from(argv).unwrap().command else {
-            unreachable!()
-        };
-        ServeConfig::from_args(
-            &a,
-            crate::clock::Clock::now_unix_ns(&crate::clock::SystemClock),
-        )
-    }
-
-    #[test]
-    fn defaults_are_valid() {
-        let c = parse(&[]).unwrap();
-        assert_eq!(c.socket_mode, 0o660);
-        assert_eq!(c.mark_key(0), "lable64/0/0");
-        assert!(matches!(c.lease, LeaseSource::Static { slot: 0, .. }));
-        let z = parse(&[
-            "--zk",
-            "127.0.0.1:2181",
-            "--generator-id",
-            "5",
-            "--pool-size",
-            "8",
-        ])
-        .unwrap();
-        let LeaseSource::Zk(z) = z.lease else {
-            panic!()
-        };
-        assert_eq!(
-            (z.pool_size, z.prefer, z.conn.root.as_str()),
-            (8, Some(5), "/idcar")
-        );
-        assert!(c.admin_addr.is_some());
-    }
-
-    #[test]
-    fn bad_values_say_which_flag() {
-        for (args, flag) in [
-            (&["--generator-id", "64"][..], "--generator-id"),
-            (&["--cluster-id", "16"][..], "--cluster-id"),
-            (&["--layout", "nope"][..], "--layout"),
-            (&["--socket-mode", "999"][..], "--socket-mode"),
-            (&["--admin-addr", "localhost"][..], "--admin-addr"),
-            (
-                &["--renew-interval", "2s", "--lease-horizon", "3s"][..],
-                "--renew-interval",
-            ),
-            (&["--max-batch", "0"][..], "--max-batch"),
-            (&["--max-batch", "400000"][..], "cannot be served within"),
-            (&["--max-connections", "100000000"][..], "--max-connections"),
-            (&["--renew-interval", "9999999h"][..], "at most 1h"),
-            (&["--request-timeout", "9999999h"][..], "at most 1h"),
-            (
-                &["--lease-horizon", "20s", "--max-clock-wait", "10s"][..],
-                "--max-clock-wait",
-            ),
-            (&["--threads", "0"][..], "--threads"),
-            (
-                &["--admin-max-connections", "0"][..],
-                "--admin-max-connections",
-            ),
-            (&["--admin-timeout", "0s"][..], "--admin-timeout"),
-        ] {
-            let e = parse(args).unwrap_err().to_string();
-            assert!(e.contains(flag), "{args:?}: {e}");
-        }
-        assert!(parse(&["--admin-addr", "none"])
-            .unwrap()
-            .admin_addr
-            .is_none());
-    }
-}
+mod tests;

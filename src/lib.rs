@@ -1,21 +1,25 @@
 //! idcar: a unique-ID sidecar.
 //!
-//! The map of the crate, from the pure core outwards:
+//! The map of the crate, from the pure core outwards. The contributor's page, with each part's
+//! invariants and what not to touch lightly, is `docs/architecture.md` in the repository.
 //!
 //! - [`layout`]: ID layouts (bit packing and text forms: `lable64`, `ugd60`, `si53`, `sno80`,
 //!   `muid128`) and per-request options ([`layout::RequestOptions`]: metabyte, transaction); pure.
 //! - [`generator`]: the per-lease sequence state machine; pure, time passed in.
 //! - [`clock`], [`timer`]: the wall clock seam and precise sub-millisecond waits.
-//! - [`lease`]: who may issue for which slot up to which time; [`lease::local`] keeps a static
-//!   slot's time mark in a state file, [`lease::zk`] negotiates a slot in ZooKeeper and fences
-//!   it with a compare-and-set time mark; [`lease::runtime`] runs both on their own thread.
+//! - [`lease`]: who may issue for which slot up to which time. [`lease::protocol`] is the one
+//!   lease protocol and **the uniqueness invariant**, over a store seam
+//!   ([`lease::store::MarkStore`]); [`lease::local`] keeps a static slot's mark in a state
+//!   file, [`lease::zk`] negotiates a slot in ZooKeeper; [`lease::runtime`] runs them on their
+//!   own thread.
 //! - [`service`]: generator + lease + clock, the one entry point for issuing IDs.
 //! - [`server`]: the Unix-socket API (HTTP/1.1 and a binary protocol) and the admin listener.
 //! - [`metrics`]: every Prometheus metric, typed.
 //! - [`cli`], [`config`], [`app`]: arguments, validated configuration, and the `serve` run;
 //!   [`descriptors`]: the file-descriptor budget that keeps a reserve for the lease.
 //! - [`client`]: a small client for the socket, used by `idcar get`, examples and tests;
-//!   [`probe`]: `idcar probe`, readiness and liveness for exec probes and healthchecks.
+//!   [`probe`]: `idcar probe`, readiness and liveness for exec probes and healthchecks;
+//!   [`retry`]: the one exponential backoff.
 
 #![forbid(unsafe_code)]
 
@@ -30,6 +34,7 @@ pub mod layout;
 pub mod lease;
 pub mod metrics;
 pub mod probe;
+pub mod retry;
 pub mod server;
 pub mod service;
 pub mod timer;

@@ -11,7 +11,7 @@ use crate::layout::{Layout, RequestOptions, Scheme};
 use crate::lease::LeaseState;
 use crate::metrics::Metrics;
 use crate::timer::Timer;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -71,23 +71,29 @@ pub struct Service {
     metrics: Arc<Metrics>,
     lease: watch::Receiver<LeaseState>,
     limits: Limits,
-    /// Regressions already copied into the metric.
-    regressions_seen: AtomicU64,
-    /// The tick the last overflowing request waited for (overflow is counted once per tick).
-    overflow_logged: AtomicU64,
-    /// Overflowing ticks not yet reported in the log.
-    overflow_unlogged: AtomicU64,
-    /// When overflow was last logged, in ms since `started` (0: never).
-    overflow_log_ms: AtomicU64,
-    started: Instant,
     /// Set once shutdown begins: readiness is false from then on.
     draining: AtomicBool,
     /// Requests pass through here in arrival order (tokio's mutex is FIFO). One that must wait
     /// for the next tick keeps its place, so later requests cannot take every fresh tick from
     /// under it: waits are shared out in order instead of won by races.
-    lane: tokio::sync::Mutex<()>,
-    /// The answer to a describe request (see [`crate::server::frame`]).
-    description: std::sync::OnceLock<Vec<u8>>,
+    /// It also keeps what the log and metrics were told already: only requests update it.
+    lane: tokio::sync::Mutex<Reported>,
+    /// What shapes the layout's IDs (flag name without dashes, value), for describe requests.
+    params: std::sync::OnceLock<Vec<(String, String)>>,
+}
+
+/// What the log and metrics were told already, kept under the lane (which serialises every
+/// request), so reporting needs no atomics of its own.
+#[derive(Debug, Default)]
+struct Reported {
+    /// Regressions already copied into the metric.
+    regressions: u64,
+    /// The tick the last overflowing request waited for (overflow is counted once per tick).
+    overflow_tick: Option<u64>,
+    /// Overflowing ticks not yet reported in the log.
+    overflow_unlogged: u64,
+    /// When overflow was last logged.
+    overflow_logged_at: Option<Instant>,
 }
 
 impl Service {
@@ -111,14 +117,9 @@ impl Service {
             metrics,
             lease,
             limits,
-            regressions_seen: AtomicU64::new(0),
-            overflow_logged: AtomicU64::new(u64::MAX),
-            overflow_unlogged: AtomicU64::new(0),
-            overflow_log_ms: AtomicU64::new(0),
-            started: Instant::now(),
             draining: AtomicBool::new(false),
-            lane: tokio::sync::Mutex::new(()),
-            description: std::sync::OnceLock::new(),
+            lane: tokio::sync::Mutex::new(Reported::default()),
+            params: std::sync::OnceLock::new(),
         }))
     }
 
@@ -141,28 +142,12 @@ impl Service {
     /// Records the parameters that shape the layout's IDs (flag name without dashes, value),
     /// for describe requests. Only the first call counts.
     pub fn set_params(&self, params: &[(String, String)]) {
-        let _ = self.description.set(self.describe(params));
+        let _ = self.params.set(params.to_vec());
     }
 
-    fn describe(&self, params: &[(String, String)]) -> Vec<u8> {
-        let params: serde_json::Map<String, serde_json::Value> = params
-            .iter()
-            .filter(|(k, _)| k != "layout")
-            .map(|(k, v)| (k.clone(), v.clone().into()))
-            .collect();
-        serde_json::json!({
-            "layout": self.layout.name(),
-            "width": self.layout.width(),
-            "form": self.layout.default_form().name(),
-            "params": params,
-        })
-        .to_string()
-        .into_bytes()
-    }
-
-    /// The answer to a describe request: the layout, its default text form, its parameters.
-    pub fn description(&self) -> &[u8] {
-        self.description.get_or_init(|| self.describe(&[]))
+    /// The parameters recorded by [`Service::set_params`] (none if never called).
+    pub fn params(&self) -> &[(String, String)] {
+        self.params.get().map_or(&[], |p| p.as_slice())
     }
 
     /// Where a clock watchdog reports stalled clocks; readiness follows it.
@@ -277,21 +262,21 @@ impl Service {
     }
 
     fn now_tick(&self) -> u64 {
-        self.scheme.tick_at(self.clock.now_unix_ns()).unwrap_or(0)
+        self.scheme.now_tick(&*self.clock)
     }
 
     /// Appends `count` IDs in binary form to `out`, waiting for ticks as needed.
     ///
-    /// A transaction (`ask.transaction`) takes a single `(tick, sequence)` for the whole
+    /// A transaction (`opts.transaction`) takes a single `(tick, sequence)` for the whole
     /// request and the layout packs all `count` IDs from it.
     pub async fn issue(
         &self,
         count: u64,
-        ask: &RequestOptions,
+        opts: &RequestOptions,
         out: &mut Vec<u8>,
     ) -> Result<(), IssueError> {
-        let mut p = self.prepare(count, ask)?;
-        let _turn = match self.lane.try_lock() {
+        let mut p = self.prepare(count, opts)?;
+        let mut turn = match self.lane.try_lock() {
             Ok(turn) => turn,
             Err(_) => {
                 let deadline = p.start.checked_add(self.limits.max_wait).unwrap_or(p.start);
@@ -302,7 +287,7 @@ impl Service {
             }
         };
         out.reserve(count as usize * self.layout.width());
-        while let Some(wait) = self.step(&mut p, ask, out)? {
+        while let Some(wait) = self.step(&mut p, opts, out, &mut turn)? {
             self.timer.sleep(wait).await;
         }
         Ok(())
@@ -314,12 +299,12 @@ impl Service {
     pub fn issue_blocking(
         &self,
         count: u64,
-        ask: &RequestOptions,
+        opts: &RequestOptions,
         out: &mut Vec<u8>,
         rt: &tokio::runtime::Handle,
     ) -> Result<(), IssueError> {
-        let mut p = self.prepare(count, ask)?;
-        let _turn = match self.lane.try_lock() {
+        let mut p = self.prepare(count, opts)?;
+        let mut turn = match self.lane.try_lock() {
             Ok(turn) => turn,
             Err(_) => {
                 let left = self.limits.max_wait.saturating_sub(p.start.elapsed());
@@ -330,7 +315,7 @@ impl Service {
             }
         };
         out.reserve(count as usize * self.layout.width());
-        while let Some(wait) = self.step(&mut p, ask, out)? {
+        while let Some(wait) = self.step(&mut p, opts, out, &mut turn)? {
             // A relative sleep: on time whatever std's clocks say (see `crate::timer`).
             std::thread::sleep(wait);
         }
@@ -338,16 +323,16 @@ impl Service {
     }
 
     /// Checks a request and counts its size.
-    fn prepare(&self, count: u64, ask: &RequestOptions) -> Result<Pending, IssueError> {
+    fn prepare(&self, count: u64, opts: &RequestOptions) -> Result<Pending, IssueError> {
         let max = self.limits.max_batch;
         if count == 0 || count > u64::from(max) {
             return Err(IssueError::BadCount { count, max });
         }
-        self.layout.check(ask).map_err(IssueError::BadOption)?;
+        self.layout.check(opts).map_err(IssueError::BadOption)?;
         self.metrics.batch_size.observe(count as f64);
         Ok(Pending {
             count,
-            left: if ask.transaction { 1 } else { count as u32 },
+            left: if opts.transaction { 1 } else { count as u32 },
             start: Instant::now(),
             wait_deadline: None,
         })
@@ -367,8 +352,9 @@ impl Service {
     fn step(
         &self,
         p: &mut Pending,
-        ask: &RequestOptions,
+        opts: &RequestOptions,
         out: &mut Vec<u8>,
+        told: &mut Reported,
     ) -> Result<Option<Duration>, IssueError> {
         let (wait_for, now_ns) = {
             let mut g = self.generator();
@@ -377,12 +363,12 @@ impl Service {
             let outcome = loop {
                 match g.take(now, p.left) {
                     Ok(Take::Run(run)) => {
-                        let ids = if ask.transaction {
+                        let ids = if opts.transaction {
                             p.count as u32
                         } else {
                             run.len
                         };
-                        self.layout.pack_run(&run, ask, ids, out);
+                        self.layout.pack_run(&run, opts, ids, out);
                         p.left -= run.len;
                         if p.left == 0 {
                             break Ok(None);
@@ -392,7 +378,7 @@ impl Service {
                     Err(r) => break Err(r),
                 }
             };
-            self.note_regressions(g.regressions());
+            self.note_regressions(told, g.regressions());
             drop(g);
             match outcome {
                 Ok(w) => (w, now_ns),
@@ -410,7 +396,7 @@ impl Service {
             return Ok(None);
         };
         self.metrics.sequence_waits.inc();
-        self.note_overflow(tick);
+        self.note_overflow(told, tick);
         // Tick waits are bounded on the kernel's clock (see `crate::timer`), from the first.
         let k = kernel_monotonic_ns();
         let end = *p.wait_deadline.get_or_insert_with(|| {
@@ -435,40 +421,35 @@ impl Service {
     /// Counts a tick whose sequence ran out, once per tick, and logs it — at most one line a
     /// second, saying how many ticks overflowed since the last line (sno reports overflow
     /// once per 4 ms unit; at 250 lines a second that would drown a sidecar's log).
-    fn note_overflow(&self, waiting_for: u64) {
-        if self.overflow_logged.swap(waiting_for, Ordering::Relaxed) == waiting_for {
+    fn note_overflow(&self, told: &mut Reported, waiting_for: u64) {
+        if told.overflow_tick.replace(waiting_for) == Some(waiting_for) {
             return;
         }
         self.metrics.sequence_overflow_ticks.inc();
-        let ticks = self.overflow_unlogged.fetch_add(1, Ordering::Relaxed) + 1;
-        let now_ms = self.started.elapsed().as_millis() as u64;
-        let last = self.overflow_log_ms.load(Ordering::Relaxed);
-        if (last == 0 || now_ms >= last + 1_000)
-            && self
-                .overflow_log_ms
-                .compare_exchange(last, now_ms.max(1), Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
+        told.overflow_unlogged += 1;
+        if told
+            .overflow_logged_at
+            .is_some_and(|t| t.elapsed() < Duration::from_secs(1))
         {
-            self.overflow_unlogged.fetch_sub(ticks, Ordering::Relaxed);
-            tracing::warn!(
-                ticks,
-                ids_per_tick = self.scheme.ids_per_tick(),
-                "sequence overflow: {ticks} tick(s) ran out of sequence numbers since the last \
-                 report; requests waited for the next tick (demand above capacity, or a narrow \
-                 sequence range)"
-            );
+            return;
         }
+        told.overflow_logged_at = Some(Instant::now());
+        let ticks = std::mem::take(&mut told.overflow_unlogged);
+        tracing::warn!(
+            ticks,
+            ids_per_tick = self.scheme.ids_per_tick(),
+            "sequence overflow: {ticks} tick(s) ran out of sequence numbers since the last \
+             report; requests waited for the next tick (demand above capacity, or a narrow \
+             sequence range)"
+        );
     }
 
-    fn note_regressions(&self, total: u64) {
-        let seen = self.regressions_seen.load(Ordering::Relaxed);
-        if total > seen
-            && self
-                .regressions_seen
-                .compare_exchange(seen, total, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
-        {
-            self.metrics.clock_regressions.inc_by(total - seen);
+    fn note_regressions(&self, told: &mut Reported, total: u64) {
+        if total > told.regressions {
+            self.metrics
+                .clock_regressions
+                .inc_by(total - told.regressions);
+            told.regressions = total;
             tracing::warn!(
                 total,
                 "the wall clock stepped back; issuing ahead of it up to the lease mark"
@@ -627,14 +608,14 @@ mod sno80_tests {
         };
         let metrics = Arc::new(Metrics::new("sno80", 0));
         let svc = Service::new(layout, clock.clone(), metrics, rx, limits).unwrap();
-        let ask = RequestOptions {
+        let opts = RequestOptions {
             meta: Some(9),
             transaction: false,
         };
         let mut out = Vec::new();
-        svc.issue(100, &ask, &mut out).await.unwrap();
+        svc.issue(100, &opts, &mut out).await.unwrap();
         clock.set(epoch + 950 * unit);
-        svc.issue(100, &ask, &mut out).await.unwrap();
+        svc.issue(100, &opts, &mut out).await.unwrap();
         let mut seen = std::collections::HashSet::new();
         let mut ticks = Vec::new();
         for id in out.chunks_exact(10) {

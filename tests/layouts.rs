@@ -242,11 +242,11 @@ async fn sno80_static_end_to_end() {
     let layout = idcar::layout::by_name("sno80", Default::default()).unwrap();
     let start = now_ms();
     let mut b = a.binary().await;
-    let ask = idcar::layout::RequestOptions {
+    let opts = idcar::layout::RequestOptions {
         meta: Some(7),
         transaction: false,
     };
-    b.send_ask(1_000, &ask).await.unwrap();
+    b.send_with_options(1_000, &opts).await.unwrap();
     let got = b.recv().await.unwrap();
     assert_eq!((got.width, got.len()), (10, 1_000));
     let mut seen = HashSet::new();
@@ -397,7 +397,7 @@ async fn muid128_static_end_to_end() {
         meta: None,
         transaction: true,
     };
-    b.send_ask(300, &tx).await.unwrap();
+    b.send_with_options(300, &tx).await.unwrap();
     let t = b.recv().await.unwrap();
     assert_eq!(t.len(), 300);
     let ts: HashSet<u64> = t

@@ -51,6 +51,22 @@ async fn claim_serve_release_and_successor_waits_almost_nothing() {
     let p = pool(&zk, 4);
     assert_eq!(p["held"].as_array().unwrap().len(), 1, "{p}");
     assert_eq!(p["held"][0]["owner"]["pid"], a.child.id());
+    // The live holder's mark (written with its claim's token): the one in ZooKeeper, a
+    // horizon ahead of what was issued — in the JSON and in the text report.
+    let shown = p["held"][0]["mark"].as_u64();
+    let shown = shown.unwrap_or_else(|| panic!("a mark, not null: {p}"));
+    let stored = zk_mark(&zk, 4, 0);
+    assert!(
+        shown > highest && shown <= stored,
+        "{shown} vs {stored}, {highest}"
+    );
+    let (_, text, _) = run(&["pool", "--zk", &zk.connect(), "--cluster-id", "4"]);
+    let row = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("0 "))
+        .unwrap();
+    let col: u64 = row.split_whitespace().last().unwrap().parse().expect(&text);
+    assert!(col > highest && col <= stored, "{text}");
     a.stop_ok().await;
 
     let p = pool(&zk, 4);
@@ -290,14 +306,17 @@ async fn paused_holder_never_duplicates_its_successor() {
             .expect("the resumed holder answers the requests queued while it was frozen")
             .unwrap();
         answered += 1;
-        refused += usize::from(head[1] != 0);
-        let len = u32::from_be_bytes(head[4..8].try_into().unwrap()) as usize;
-        let mut body = vec![0u8; len];
+        let head = idcar::server::frame::parse_response_header(&head)
+            .expect("a valid response header")
+            .expect("a whole header");
+        let ok = head.status == idcar::server::frame::Status::Ok;
+        refused += usize::from(!ok);
+        let mut body = vec![0u8; head.len as usize];
         tokio::time::timeout(Duration::from_secs(10), s.read_exact(&mut body))
             .await
             .unwrap()
             .unwrap();
-        if head[1] == 0 {
+        if ok {
             a_after.extend(
                 body.chunks(8)
                     .map(|c| u64::from_be_bytes(c.try_into().unwrap())),

@@ -92,7 +92,7 @@ fn budget_descriptors(cfg: &mut ServeConfig) -> anyhow::Result<()> {
 /// The wall clock, or (testing aid, feature `fault-injection`) one simulated off by a skew.
 fn clock(cfg: &ServeConfig) -> Arc<dyn Clock> {
     if cfg.planted != crate::lease::planted::PlantedBug::None {
-        tracing::warn!(bug = ?cfg.planted, "testing aid: the ZooKeeper lease carries a deliberate bug (--plant-bug)");
+        tracing::warn!(bug = ?cfg.planted, "testing aid: the lease carries a deliberate bug (--plant-bug)");
     }
     match cfg.clock_skew_ns {
         0 => Arc::new(SystemClock),
@@ -140,16 +140,14 @@ fn start_lease(
     metrics: Arc<Metrics>,
 ) -> anyhow::Result<LeaseHandle> {
     let scheme = cfg.layout.scheme();
-    let t = cfg.timings;
     Ok(match &cfg.lease {
         LeaseSource::Static { slot, state_file } => local::start(
             LocalConfig {
                 state_file: state_file.clone(),
                 key: cfg.mark_key(*slot),
                 slot: *slot,
-                horizon: t.horizon,
-                renew_every: t.renew_every,
-                max_clock_wait: t.max_clock_wait,
+                timing: cfg.timings,
+                planted: cfg.planted,
             },
             scheme,
             clock,
@@ -165,12 +163,10 @@ fn start_lease(
                 pool_size: z.pool_size,
                 prefer: z.prefer,
                 session_timeout: z.conn.session_timeout,
-                horizon: t.horizon,
-                renew_every: t.renew_every,
-                max_clock_wait: t.max_clock_wait,
+                timing: cfg.timings,
                 auth: z.conn.auth.clone(),
                 pod: z.pod.clone(),
-                pool_params: z.pool_params.clone(),
+                pool_params: cfg.params.clone(),
                 planted: cfg.planted,
             },
             scheme,

@@ -8,7 +8,10 @@
 //! **Adding a layout** is one new file (`layout/<name>.rs`, with the [`Layout`] impl and a
 //! `pub const ENTRY: Entry`) and its name in the `registry!` line below: that declares the
 //! module and puts its entry in [`LAYOUTS`], from which [`by_name`], [`guess`] and [`names`]
-//! work. The CLI needs a flag only for a parameter no layout had before ([`Param`]).
+//! work — for a layout whose parameters all exist already. A new *parameter* touches more: a
+//! [`Param`] variant, its field in [`LayoutParams`], its flag (`cli.rs`) and config check
+//! (`config.rs`), and the decoders of the four other-language clients (`clients/*/`), which
+//! re-implement each layout's unpacking (`tests/clients.rs` checks them against the vectors).
 
 /// Declares each layout's module and lists its `ENTRY` in [`LAYOUTS`], in this order.
 macro_rules! registry {
@@ -21,69 +24,16 @@ macro_rules! registry {
 
 registry!(lable64, ugd60, si53, sno80, muid128);
 
+mod scheme;
+
 pub use lable64::Lable64;
 pub use muid128::Muid128;
+pub use scheme::Scheme;
 pub use si53::Si53;
 pub use sno80::Sno80;
 pub use ugd60::Ugd60;
 
 use serde_json::{Map, Value};
-
-/// The time and sequence geometry of a layout: what the generator and the lease need.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Scheme {
-    /// Length of one tick in nanoseconds (1 ms for lable64).
-    pub tick_ns: u64,
-    /// The layout's epoch, in nanoseconds since the Unix epoch.
-    pub epoch_unix_ns: u64,
-    /// The largest tick the time field can hold.
-    pub max_tick: u64,
-    /// Smallest sequence number issued within a tick.
-    pub seq_min: u32,
-    /// Largest sequence number issued within a tick (inclusive).
-    pub seq_max: u32,
-    /// How many slots (generator IDs) the pool has per cluster.
-    pub slots: u32,
-    /// sno80's tick-tock bit: on a clock regression the generator switches to the other of
-    /// two timelines instead of running ahead, when that timeline is unused at the current time.
-    pub tick_tock: bool,
-    /// How many ticks the generator may issue ahead of the wall clock (within the lease mark)
-    /// when a tick's sequence is spent. 0 waits for the next tick; muid128, one ID per
-    /// microsecond, borrows up to a millisecond so a batch is not a thousand separate waits.
-    pub lead_ticks: u64,
-}
-
-impl Scheme {
-    /// The tick that contains `unix_ns`, or `None` before the epoch.
-    pub fn tick_at(&self, unix_ns: u64) -> Option<u64> {
-        unix_ns
-            .checked_sub(self.epoch_unix_ns)
-            .map(|d| d / self.tick_ns)
-    }
-
-    /// Nanoseconds since the Unix epoch at which `tick` starts (saturating).
-    pub fn tick_start_ns(&self, tick: u64) -> u64 {
-        tick.saturating_mul(self.tick_ns)
-            .saturating_add(self.epoch_unix_ns)
-    }
-
-    /// How long from `now_unix_ns` until the clock is past tick `mark` (zero if it is).
-    pub fn wait_past(&self, mark: u64, now_unix_ns: u64) -> std::time::Duration {
-        let past = self.tick_start_ns(mark.saturating_add(1));
-        std::time::Duration::from_nanos(past.saturating_sub(now_unix_ns))
-    }
-
-    /// IDs one slot can issue per tick.
-    pub fn ids_per_tick(&self) -> u64 {
-        u64::from(self.seq_max - self.seq_min) + 1
-    }
-
-    /// Whole ticks in `d`, rounded up (a horizon shorter than a tick still covers one).
-    pub fn ticks_in(&self, d: std::time::Duration) -> u64 {
-        let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
-        ns.div_ceil(self.tick_ns).max(1)
-    }
-}
 
 /// A contiguous run of IDs from one tick: sequences `seq .. seq + len` of slot `slot`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -234,14 +184,14 @@ pub trait Layout: Send + Sync + std::fmt::Debug {
         false
     }
     /// Refuses request options this layout does not honour. The default honours none.
-    fn check(&self, ask: &RequestOptions) -> Result<(), LayoutError> {
-        if ask.meta.is_some() {
+    fn check(&self, opts: &RequestOptions) -> Result<(), LayoutError> {
+        if opts.meta.is_some() {
             return Err(LayoutError::UnsupportedOption {
                 option: "meta",
                 layout: self.name(),
             });
         }
-        if ask.transaction {
+        if opts.transaction {
             return Err(LayoutError::UnsupportedOption {
                 option: "transaction",
                 layout: self.name(),
@@ -251,7 +201,7 @@ pub trait Layout: Send + Sync + std::fmt::Debug {
     }
     /// Appends the binary form of every ID in `run` to `out` (`run.len * width` bytes). For a
     /// transaction `run.len` is 1 and `count` IDs are appended; otherwise `count == run.len`.
-    fn pack_run(&self, run: &Run, ask: &RequestOptions, count: u32, out: &mut Vec<u8>);
+    fn pack_run(&self, run: &Run, opts: &RequestOptions, count: u32, out: &mut Vec<u8>);
     /// Appends the text form of one binary ID to `out`. `id` is `width` bytes.
     fn format(&self, id: &[u8], form: TextForm, out: &mut String) -> Result<(), LayoutError>;
     /// Parses ID text into its binary form; `form` `None` guesses from the text's shape.
@@ -303,14 +253,6 @@ pub struct Entry {
 /// The registry entry of the layout called `name`.
 pub fn entry(name: &str) -> Option<&'static Entry> {
     LAYOUTS.iter().find(|e| e.name == name)
-}
-
-impl Scheme {
-    /// How much longer than a horizon the clock may need to pass a mark written that far
-    /// ahead: the rest of the tick it was written in, and the mark's own tick.
-    pub fn rounding_slack(&self) -> std::time::Duration {
-        std::time::Duration::from_nanos(self.tick_ns.saturating_mul(2))
-    }
 }
 
 impl LayoutParams {

@@ -294,8 +294,8 @@ impl Layout for Muid128 {
         matches!(form, TextForm::Muid | TextForm::Hex)
     }
 
-    fn check(&self, ask: &RequestOptions) -> Result<(), LayoutError> {
-        if ask.meta.is_some() {
+    fn check(&self, opts: &RequestOptions) -> Result<(), LayoutError> {
+        if opts.meta.is_some() {
             return Err(LayoutError::UnsupportedOption {
                 option: "meta",
                 layout: "muid128",
@@ -304,10 +304,10 @@ impl Layout for Muid128 {
         Ok(())
     }
 
-    fn pack_run(&self, run: &Run, ask: &RequestOptions, count: u32, out: &mut Vec<u8>) {
+    fn pack_run(&self, run: &Run, opts: &RequestOptions, count: u32, out: &mut Vec<u8>) {
         debug_assert!(run.tick <= MAX_TIMESTAMP, "the generator keeps to max_tick");
         let base = pack(run.tick, self.medallion(run.slot), 0);
-        if ask.transaction {
+        if opts.transaction {
             // One timestamp and medallion for the whole request; offset 0 is the transaction.
             debug_assert_eq!(run.len, 1, "a transaction takes one tick");
             debug_assert!(count <= i32::MAX as u32, "offsets stay positive");

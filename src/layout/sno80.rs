@@ -271,8 +271,8 @@ impl Layout for Sno80 {
         matches!(form, TextForm::B32 | TextForm::Hex)
     }
 
-    fn check(&self, ask: &RequestOptions) -> Result<(), LayoutError> {
-        if ask.transaction {
+    fn check(&self, opts: &RequestOptions) -> Result<(), LayoutError> {
+        if opts.transaction {
             return Err(LayoutError::UnsupportedOption {
                 option: "transaction",
                 layout: "sno80",
@@ -281,7 +281,7 @@ impl Layout for Sno80 {
         Ok(())
     }
 
-    fn pack_run(&self, run: &Run, ask: &RequestOptions, count: u32, out: &mut Vec<u8>) {
+    fn pack_run(&self, run: &Run, opts: &RequestOptions, count: u32, out: &mut Vec<u8>) {
         debug_assert_eq!(count, run.len, "sno80 has no transactions");
         debug_assert!(run.tick <= MAX_UNITS && run.timeline <= 1 && run.slot <= 0xffff);
         debug_assert!(run.seq + run.len <= 1 << 16);
@@ -289,7 +289,7 @@ impl Layout for Sno80 {
         let mut id = pack(
             run.tick,
             run.timeline & 1,
-            ask.meta.unwrap_or(0),
+            opts.meta.unwrap_or(0),
             run.slot as u16,
             0,
         );

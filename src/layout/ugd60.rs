@@ -206,7 +206,7 @@ impl Layout for Ugd60 {
             None => {
                 return Err(LayoutError::Unrecognised {
                     layout: "ugd60",
-                    why: "expected the 10-character form or 15 hex digits (or name --format dec)"
+                    why: "expected the 10-character form or 15 hex digits (or name the decimal form)"
                         .into(),
                 })
             }

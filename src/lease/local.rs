@@ -1,20 +1,28 @@
 //! The static lease: a slot given on the command line, its time mark kept in a state file.
 //!
-//! Same protocol as the ZooKeeper lease, with the state file standing in for the mark znode:
-//! read the stored mark, wait (bounded by `max_clock_wait`) until the clock has passed it,
-//! write `now + horizon`, then publish the lease; renew every `renew_every` with
-//! `max(mark, now + horizon)`; on release write the mark down to the highest tick issued. A
-//! restart on a host whose clock went back therefore never repeats an ID; a crash (no
-//! release) costs at most one horizon of waiting on the next start.
+//! The protocol is the one every store runs ([`crate::lease::protocol`]); this file is the
+//! state file as its [`MarkStore`] ([`FileMarks`]) and the static way of handing out slots:
+//! the configured one, claimed by locking the state file. A restart on a host whose clock
+//! went back therefore never repeats an ID; a crash (no release) costs at most one horizon of
+//! waiting on the next start.
+//!
+//! As a store: the version a write compares against is the stored mark with the token of
+//! the claim that wrote it. Only this process writes the file (its lock), so a difference
+//! means someone edited the file by hand: the lease stops issuing and claims again above
+//! what is stored, as with a stolen ZooKeeper slot.
 
+use super::planted::PlantedBug;
+use super::protocol::{self, Claim, MarkStore, Outcome, Protocol, StoreError, Stored, Timing};
 use super::statefile::StateFile;
-use super::{Issued, LeaseError, LeaseHandle, LeaseState, Window};
+use super::stop::Stop;
+use super::{Issued, LeaseError, LeaseHandle, LeaseState};
 use crate::clock::Clock;
 use crate::layout::Scheme;
 use crate::metrics::Metrics;
+use crate::retry::Backoff;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::{oneshot, watch};
 use tracing::Instrument;
 
@@ -25,40 +33,117 @@ pub struct LocalConfig {
     /// `layout/cluster/slot`: the key of this slot's mark in the state file.
     pub key: String,
     pub slot: u32,
-    /// How far ahead of the clock each written mark reaches.
-    pub horizon: Duration,
-    /// How often the mark is pushed forward.
-    pub renew_every: Duration,
-    /// How long start-up may wait for the clock to pass the stored mark.
-    pub max_clock_wait: Duration,
+    pub timing: Timing,
+    /// Testing aid (cargo feature `fault-injection`): a deliberate bug for the campaign.
+    pub planted: PlantedBug,
 }
 
-struct Ctx {
-    cfg: LocalConfig,
-    scheme: Scheme,
-    clock: Arc<dyn Clock>,
-    metrics: Arc<Metrics>,
+/// The stored mark and the token (of the claim) that wrote it: what a write compares.
+pub type FileVersion = (u64, Option<u64>);
+
+/// The state file as the protocol's store, for one key (the static slot's).
+#[derive(Clone, Debug)]
+pub struct FileMarks {
     file: Arc<StateFile>,
-    tx: watch::Sender<LeaseState>,
+    key: String,
 }
 
-impl Ctx {
-    fn now_tick(&self) -> u64 {
-        self.scheme.tick_at(self.clock.now_unix_ns()).unwrap_or(0)
+impl FileMarks {
+    /// Locks the state file at `path` (failing if another process holds it) for `key`.
+    pub fn open(path: &std::path::Path, key: &str) -> Result<FileMarks, LeaseError> {
+        Ok(FileMarks {
+            file: Arc::new(StateFile::open(path)?),
+            key: key.to_string(),
+        })
     }
 
-    async fn write(&self, mark: u64) -> Result<(), LeaseError> {
-        let file = self.file.clone();
-        let key = self.cfg.key.clone();
-        tokio::task::spawn_blocking(move || file.write(&key, mark))
-            .await
-            .map_err(|e| LeaseError::Task(e.to_string()))?
+    /// The stored mark and its version, read now.
+    pub fn read_now(&self) -> Result<Stored<FileVersion>, LeaseError> {
+        let (mark, token) = self.file.read_with_token(&self.key)?.unwrap_or((0, None));
+        Ok(Stored {
+            mark,
+            version: (mark, token),
+        })
     }
 
-    /// How long until the clock is past `mark`.
-    fn wait_past(&self, mark: u64) -> Duration {
-        self.scheme.wait_past(mark, self.clock.now_unix_ns())
+    /// Runs `f` on the file on a blocking thread.
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&StateFile, &str) -> Result<T, LeaseError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let (file, key) = (self.file.clone(), self.key.clone());
+        match tokio::task::spawn_blocking(move || f(&file, &key)).await {
+            Ok(r) => r.map_err(|e| StoreError::Unavailable(e.to_string())),
+            Err(e) => Err(StoreError::Unavailable(e.to_string())),
+        }
     }
+
+    /// Compare-and-set: writes `mark` with the claim's token if the stored (mark, token) is
+    /// still `claim.version`.
+    async fn cas(&self, claim: &Claim<FileVersion>, mark: u64) -> Result<FileVersion, StoreError> {
+        let (expected, token) = (claim.version, claim.token);
+        let written = self
+            .blocking(move |file, key| {
+                let now = file.read_with_token(key)?.unwrap_or((0, None));
+                if now != expected {
+                    return Ok(Err(now));
+                }
+                file.write_with_token(key, mark, Some(token))?;
+                Ok(Ok((mark, Some(token))))
+            })
+            .await?;
+        written.map_err(|now| {
+            StoreError::Conflict(format!(
+                "the state file's mark for {} was changed by someone else (to {})",
+                self.key, now.0
+            ))
+        })
+    }
+}
+
+impl MarkStore for FileMarks {
+    type Version = FileVersion;
+
+    fn name(&self) -> &'static str {
+        "the state file"
+    }
+
+    fn key(&self, _slot: u32) -> String {
+        self.key.clone()
+    }
+
+    async fn read(&self, _slot: u32) -> Result<Stored<FileVersion>, StoreError> {
+        let r = self.blocking(|file, key| file.read_with_token(key)).await?;
+        let (mark, token) = r.unwrap_or((0, None));
+        Ok(Stored {
+            mark,
+            version: (mark, token),
+        })
+    }
+
+    async fn write(
+        &self,
+        claim: &Claim<FileVersion>,
+        mark: u64,
+    ) -> Result<FileVersion, StoreError> {
+        self.cas(claim, mark).await
+    }
+
+    async fn own_write(
+        &self,
+        claim: &Claim<FileVersion>,
+        attempts: &[u64],
+    ) -> Option<(FileVersion, u64)> {
+        let (mark, token) = self.read(claim.slot).await.ok()?.version;
+        (token == Some(claim.token) && attempts.contains(&mark)).then_some(((mark, token), mark))
+    }
+
+    async fn write_down(&self, claim: &Claim<FileVersion>, mark: u64) -> Result<(), StoreError> {
+        // The slot is let go when the lock is (the process ends).
+        self.cas(claim, mark).await.map(|_| ())
+    }
+
+    async fn give_back(&self, _slot: u32) {}
 }
 
 /// Locks the state file, checks the stored mark against the clock and starts the maintainer.
@@ -71,182 +156,80 @@ pub fn start(
     clock: Arc<dyn Clock>,
     metrics: Arc<Metrics>,
 ) -> Result<LeaseHandle, LeaseError> {
-    let file = Arc::new(StateFile::open(&cfg.state_file)?);
-    let floor = file.read(&cfg.key)?.unwrap_or(0);
+    let store = FileMarks::open(&cfg.state_file, &cfg.key)?;
+    let stored = store.read_now()?;
     let (tx, rx) = watch::channel(LeaseState::Pending {
         reason: "starting".into(),
     });
-    let ctx = Ctx {
-        cfg,
+    let p = Protocol {
         scheme,
         clock,
         metrics,
-        file,
+        timing: cfg.timing,
         tx,
+        planted: cfg.planted,
     };
-    let ahead = ctx.wait_past(floor);
-    // Two ticks on top: a mark written a horizon ahead is passed up to two ticks after it.
-    if ahead > ctx.cfg.max_clock_wait + ctx.scheme.rounding_slack() {
-        return Err(LeaseError::ClockBehind {
-            key: ctx.cfg.key.clone(),
-            ahead,
-            max: ctx.cfg.max_clock_wait,
-        });
+    if let Err(ahead) = protocol::clock_wait(&p, stored.mark) {
+        return Err(clock_behind(&cfg, ahead));
     }
     let (release_tx, release_rx) = oneshot::channel();
-    let span = tracing::info_span!("lease", kind = "local", key = %ctx.cfg.key);
-    let task = tokio::spawn(maintain(ctx, floor, release_rx).instrument(span));
+    let span = tracing::info_span!("lease", kind = "local", key = %cfg.key);
+    let task = tokio::spawn(maintain(cfg, p, store, stored, release_rx).instrument(span));
     Ok(LeaseHandle::new(rx, release_tx, task))
 }
 
+fn clock_behind(cfg: &LocalConfig, ahead: Duration) -> LeaseError {
+    LeaseError::ClockBehind {
+        key: cfg.key.clone(),
+        ahead,
+        max: cfg.timing.max_clock_wait,
+    }
+}
+
+/// Holds the static slot through the protocol; after a loss (the file edited under us, or
+/// unreadable for a while) claims it again above what is stored.
 async fn maintain(
-    ctx: Ctx,
-    floor: u64,
-    mut release: oneshot::Receiver<Option<Issued>>,
+    cfg: LocalConfig,
+    p: Protocol,
+    store: FileMarks,
+    mut stored: Stored<FileVersion>,
+    release: oneshot::Receiver<Option<Issued>>,
 ) -> Result<(), LeaseError> {
-    if let Some(done) = wait_for_clock(&ctx, floor, &mut release).await {
-        return done;
-    }
-    renew(&ctx, floor, &mut release).await
-}
-
-/// Waits until the clock has passed the stored mark; the bound was checked in `start`, and is
-/// re-checked here in case the clock moves back while we wait. `Some` when the lease ended
-/// meanwhile (released, or the clock too far behind).
-async fn wait_for_clock(
-    ctx: &Ctx,
-    floor: u64,
-    release: &mut oneshot::Receiver<Option<Issued>>,
-) -> Option<Result<(), LeaseError>> {
-    let started = Instant::now();
+    let mut stop = Stop::new(release);
+    let mut generation = 0;
+    let mut backoff = Backoff::new(Duration::from_millis(100), cfg.timing.renew_every);
+    // The highest mark written by a lease of this slot lost to a foreign write.
+    let mut written = 0;
     loop {
-        let wait = ctx.wait_past(floor);
-        if wait.is_zero() {
-            break;
-        }
-        if started.elapsed() + wait > ctx.cfg.max_clock_wait + ctx.scheme.rounding_slack() {
-            let e = LeaseError::ClockBehind {
-                key: ctx.cfg.key.clone(),
-                ahead: wait,
-                max: ctx.cfg.max_clock_wait,
-            };
-            ctx.tx.send_replace(LeaseState::Failed {
-                reason: e.to_string(),
-            });
-            return Some(Err(e));
-        }
-        tracing::info!(
-            wait_ms = wait.as_millis() as u64,
-            floor,
-            "waiting for the clock to pass the stored mark"
-        );
-        ctx.tx.send_replace(LeaseState::Pending {
-            reason: format!("waiting {wait:?} for the clock to pass the stored mark"),
-        });
-        tokio::select! {
-            _ = tokio::time::sleep(wait) => {}
-            highest = &mut *release => {
-                return Some(release_now(ctx, floor, highest.ok().flatten()).await);
+        let mut claim = Claim::new(&p, cfg.slot, stored);
+        claim.raise_floor(written);
+        match protocol::hold(&p, &store, claim, &mut stop, &mut generation).await {
+            Outcome::Released => return Ok(()),
+            Outcome::ReleaseFailed(e) => {
+                return Err(LeaseError::StateFile {
+                    path: cfg.state_file.display().to_string(),
+                    why: e.to_string(),
+                })
             }
+            Outcome::ClockBehind(ahead) => return Err(p.fail(clock_behind(&cfg, ahead))),
+            Outcome::Stolen { mark, .. } => written = written.max(mark),
+            Outcome::SessionGone { .. } => {}
         }
-    }
-    ctx.metrics
-        .lease
-        .mark_wait_seconds
-        .observe(started.elapsed().as_secs_f64());
-    None
-}
-
-/// Writes `max(mark, now + horizon)` every `renew_every` (backing off on errors), publishing
-/// the lease; counts a loss when the mark runs out unrenewed; releases when asked.
-async fn renew(
-    ctx: &Ctx,
-    floor: u64,
-    release: &mut oneshot::Receiver<Option<Issued>>,
-) -> Result<(), LeaseError> {
-    let horizon = ctx.scheme.ticks_in(ctx.cfg.horizon);
-    let mut mark = floor;
-    let mut held = false;
-    // Set while the mark has run out with renewals failing: counted once as a loss.
-    let mut lapsed = false;
-    let mut backoff = Duration::from_millis(100);
-    loop {
-        let want = mark.max(ctx.now_tick().saturating_add(horizon));
-        let t = Instant::now();
-        let next = match ctx.write(want).await {
-            Ok(()) => {
-                ctx.metrics
-                    .lease
-                    .renewal_seconds
-                    .observe(t.elapsed().as_secs_f64());
-                mark = want;
-                ctx.metrics.lease.renewals.with_label_values(&["ok"]).inc();
-                let w = Window {
-                    slot: ctx.cfg.slot,
-                    floor,
-                    mark,
-                    generation: 1,
-                };
-                ctx.tx.send_replace(LeaseState::Held(w));
-                if !held || lapsed {
-                    tracing::info!(slot = ctx.cfg.slot, floor, mark, "lease held");
-                    held = true;
-                    lapsed = false;
-                }
-                backoff = Duration::from_millis(100);
-                ctx.cfg.renew_every
-            }
-            Err(e) => {
-                // Keep serving up to the mark already written; the generator stops there.
-                ctx.metrics
-                    .lease
-                    .renewals
-                    .with_label_values(&["error"])
-                    .inc();
-                tracing::warn!(error = %e, mark, "could not renew the time mark");
-                if held && !lapsed && ctx.now_tick() > mark {
-                    // The mark ran out: the generator has stopped; say so and count it.
-                    lapsed = true;
-                    ctx.metrics
-                        .lease
-                        .losses
-                        .with_label_values(&["unreachable"])
-                        .inc();
-                    tracing::error!(error = %e, mark, "lease lost: the time mark ran out and the state file cannot be written");
-                    ctx.tx.send_replace(LeaseState::Lost {
-                        reason: format!(
-                            "the time mark ran out and the state file cannot be written: {e}"
-                        ),
-                    });
-                }
-                backoff = (backoff * 2).min(ctx.cfg.renew_every);
-                // Wake when the mark runs out, to report it then rather than a backoff later.
-                let until_out = ctx.wait_past(mark);
-                if held && !lapsed && !until_out.is_zero() {
-                    backoff.min(until_out)
-                } else {
-                    backoff
+        // Claim again: read what is stored now (retrying a file that cannot be read).
+        stored = loop {
+            match store.read(cfg.slot).await {
+                Ok(s) => break s,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read the state file; retrying");
+                    if stop.sleep(backoff.next_wait()).await.is_err() {
+                        p.tx.send_replace(LeaseState::Released);
+                        return Ok(());
+                    }
                 }
             }
         };
-        tokio::select! {
-            _ = tokio::time::sleep(next) => {}
-            highest = &mut *release => {
-                return release_now(ctx, floor, highest.ok().flatten()).await;
-            }
-        }
+        backoff.reset();
     }
-}
-
-async fn release_now(ctx: &Ctx, floor: u64, highest: Option<Issued>) -> Result<(), LeaseError> {
-    ctx.tx.send_replace(LeaseState::Released);
-    let down = super::mark_down(ctx.cfg.slot, floor, highest);
-    ctx.write(down).await?;
-    tracing::info!(
-        mark = down,
-        "lease released; mark written down to the highest issued time"
-    );
-    Ok(())
 }
 
 #[cfg(test)]
@@ -254,6 +237,7 @@ mod tests {
     use super::*;
     use crate::clock::ManualClock;
     use crate::layout::{by_name, LayoutParams};
+    use crate::lease::Window;
 
     fn setup(dir: &std::path::Path, wait: Duration) -> (LocalConfig, Scheme) {
         let scheme = by_name("lable64", LayoutParams::default())
@@ -263,9 +247,12 @@ mod tests {
             state_file: dir.join("state.json"),
             key: "lable64/0/0".into(),
             slot: 0,
-            horizon: Duration::from_secs(3),
-            renew_every: Duration::from_secs(1),
-            max_clock_wait: wait,
+            timing: Timing {
+                horizon: Duration::from_secs(3),
+                renew_every: Duration::from_secs(1),
+                max_clock_wait: wait,
+            },
+            planted: PlantedBug::None,
         };
         (cfg, scheme)
     }

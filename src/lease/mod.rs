@@ -5,24 +5,28 @@
 //! that channel and installs each [`Window`] in the generator. [`LeaseHandle::release`] hands
 //! the task the highest tick issued so it can write the mark down before letting go.
 //!
-//! Implementations: [`local`] (a static slot with its mark in a state file) and [`zk`] (a slot
-//! negotiated in ZooKeeper, its mark in a znode).
-
-/// The mark to write on release: the highest tick issued for `slot`, never below `floor`.
-pub(crate) fn mark_down(slot: u32, floor: u64, highest: Option<Issued>) -> u64 {
-    match highest {
-        Some(h) if h.slot == slot => h.tick.max(floor),
-        _ => floor,
-    }
-}
+//! [`protocol`] is the one lease protocol — wait past the mark, write ahead by
+//! compare-and-set, publish, renew, lapse, release — and the invariant it keeps, over a small
+//! store seam ([`store::MarkStore`]). The stores, and how each hands out slots: [`local`]
+//! (a static slot, its mark in a state file) and [`zk`] (a slot negotiated in ZooKeeper, its
+//! mark in a znode). [`stop`] ends any wait on the release request or a session's end.
 
 pub mod local;
 pub mod planted;
+pub mod protocol;
 pub mod runtime;
 mod statefile;
+pub mod stop;
+pub mod store;
 pub mod zk;
 
+use crate::clock::Clock;
 pub use crate::generator::{Issued, Window};
+use crate::layout::Scheme;
+use crate::metrics::Metrics;
+use planted::PlantedBug;
+use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
@@ -114,5 +118,61 @@ impl LeaseHandle {
         self.task
             .await
             .map_err(|e| LeaseError::Task(e.to_string()))?
+    }
+}
+
+/// The timings of a lease.
+#[derive(Clone, Copy, Debug)]
+pub struct Timing {
+    /// How far ahead of the clock each written mark reaches.
+    pub horizon: Duration,
+    /// How often the mark is pushed forward.
+    pub renew_every: Duration,
+    /// How long to wait for the clock to pass a claimed slot's mark before giving up.
+    pub max_clock_wait: Duration,
+}
+
+/// What every lease shares: layout, clock, timings, metrics and the channel the lease is
+/// published on.
+pub struct Protocol {
+    pub scheme: Scheme,
+    pub clock: Arc<dyn Clock>,
+    pub metrics: Arc<Metrics>,
+    pub timing: Timing,
+    pub tx: watch::Sender<LeaseState>,
+    /// Testing aid (cargo feature `fault-injection`): a deliberate bug for the campaign.
+    pub planted: PlantedBug,
+}
+
+impl Protocol {
+    pub fn now_tick(&self) -> u64 {
+        self.scheme.now_tick(&*self.clock)
+    }
+
+    /// How long until the clock is past `mark`.
+    pub fn wait_past(&self, mark: u64) -> Duration {
+        self.scheme.wait_past(mark, self.clock.now_unix_ns())
+    }
+
+    /// Publishes "no lease yet", with why.
+    pub fn pending(&self, reason: impl Into<String>) {
+        self.tx.send_replace(LeaseState::Pending {
+            reason: reason.into(),
+        });
+    }
+
+    /// Publishes a failure for good, and returns it.
+    pub fn fail(&self, e: LeaseError) -> LeaseError {
+        self.tx.send_replace(LeaseState::Failed {
+            reason: e.to_string(),
+        });
+        e
+    }
+
+    pub(crate) fn planted(&self) -> PlantedBug {
+        #[cfg(feature = "fault-injection")]
+        return self.planted;
+        #[cfg(not(feature = "fault-injection"))]
+        PlantedBug::None
     }
 }

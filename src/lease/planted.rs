@@ -1,9 +1,9 @@
 //! Bugs planted on purpose, so the randomized fault campaign (`idcar-campaign`) can show
 //! that its checker catches a broken fence. Only builds with the cargo feature
 //! `fault-injection` act on one (`serve --plant-bug`, hidden, no environment variable); in
-//! every other build the lease ignores the setting (`fence::planted` is always `None`).
+//! every other build the lease ignores the setting (`Protocol::planted` is always `None`).
 
-/// Which deliberate bug, if any, the ZooKeeper lease carries.
+/// Which deliberate bug, if any, the lease carries (both stores: the protocol is one).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum PlantedBug {
     /// The correct protocol.

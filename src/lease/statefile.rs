@@ -1,7 +1,8 @@
 //! The local state file: time marks per `layout/cluster/slot`, replaced atomically.
 //!
-//! Format (JSON): `{"version":1,"marks":{"lable64/0/3":1732250000123}}`, marks in the layout's
-//! time unit. A write goes to a temporary file in the same directory, is fsynced, renamed over
+//! Format (JSON): `{"version":1,"marks":{"lable64/0/3":1732250000123},"tokens":{"lable64/0/3":
+//! "5be1c0ffee5be1c0"}}`, marks in the layout's time unit; `tokens` (optional, ignored by
+//! older versions) names the claim that wrote each mark (see `lease::protocol`). A write goes to a temporary file in the same directory, is fsynced, renamed over
 //! the old file, and the directory is fsynced, so a crash leaves the old or the new file whole.
 //! An advisory lock on `<file>.lock` keeps two processes off the same state file.
 //!
@@ -21,6 +22,9 @@ use std::path::{Path, PathBuf};
 struct Contents {
     version: u32,
     marks: BTreeMap<String, u64>,
+    /// The token of the claim that wrote each mark, 16 hex digits (absent: written without).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    tokens: BTreeMap<String, String>,
 }
 
 /// An open, locked state file.
@@ -133,16 +137,42 @@ impl StateFile {
     }
 
     /// The stored mark for `key`, if any.
+    #[cfg(test)]
     pub fn read(&self, key: &str) -> Result<Option<u64>, LeaseError> {
-        Ok(self.read_all()?.marks.get(key).copied())
+        Ok(self.read_with_token(key)?.map(|(m, _)| m))
     }
 
-    /// Stores `mark` for `key`, keeping other keys, durably.
+    /// The stored mark for `key` and the token that wrote it, if any.
+    pub fn read_with_token(&self, key: &str) -> Result<Option<(u64, Option<u64>)>, LeaseError> {
+        let c = self.read_all()?;
+        let token = c
+            .tokens
+            .get(key)
+            .and_then(|t| u64::from_str_radix(t, 16).ok());
+        Ok(c.marks.get(key).map(|m| (*m, token)))
+    }
+
+    /// Stores `mark` for `key` (no token), keeping other keys, durably.
+    #[cfg(test)]
     pub fn write(&self, key: &str, mark: u64) -> Result<(), LeaseError> {
+        self.write_with_token(key, mark, None)
+    }
+
+    /// Stores `mark` and the writing claim's `token` for `key`, keeping other keys, durably.
+    pub fn write_with_token(
+        &self,
+        key: &str,
+        mark: u64,
+        token: Option<u64>,
+    ) -> Result<(), LeaseError> {
         not_a_link(&self.path, &self.path)?;
         let mut c = self.read_all()?;
         c.version = 1;
         c.marks.insert(key.to_owned(), mark);
+        match token {
+            Some(t) => c.tokens.insert(key.to_owned(), format!("{t:016x}")),
+            None => c.tokens.remove(key),
+        };
         let text = serde_json::to_vec(&c).expect("state serialises");
         let dir = match self.path.parent() {
             Some(d) if !d.as_os_str().is_empty() => d.to_owned(),

@@ -11,7 +11,7 @@
 //! (`SO_RCVTIMEO`, `SO_SNDTIMEO`), changed only while a request or a response is incomplete;
 //! `--max-connections` bounds the threads.
 
-use super::deadline::{Expiry, Phases};
+use super::deadline::{Expiry, InFlight, Phases};
 use super::frame::{self, FrameError, Request, Status};
 use crate::metrics::{Interface, Outcome};
 use crate::service::Service;
@@ -81,7 +81,6 @@ fn run_blocking(
     phases: &Arc<Phases>,
     rt: &tokio::runtime::Handle,
 ) -> std::io::Result<()> {
-    use std::io::Read;
     let timeout = phases.timeout().max(std::time::Duration::from_micros(1));
     let mut timeouts = Timeouts {
         read: timeout,
@@ -97,58 +96,21 @@ fn run_blocking(
     // frame, its request phase starts now (checked only then, not on every request).
     let mut fresh = false;
     loop {
-        let mut used = 0;
-        let mut close = false;
-        let mut flight = None;
-        // How long the answers in `wbuf` have been held back.
-        let mut held = std::time::Duration::ZERO;
-        loop {
-            match frame::parse_request(&rbuf[used..]) {
-                Ok(Some((req, n))) => {
-                    used += n;
-                    flight.get_or_insert_with(|| phases.begin());
-                    held += answer_blocking(svc, req, &mut wbuf, rt);
-                    // Answers that took a while (a slow layout's waits for the next tick) go
-                    // out at once rather than behind the rest of a pipeline.
-                    if held >= HOLD_AT_MOST && !wbuf.is_empty() {
-                        write_all(s, &wbuf, phases, &mut timeouts)?;
-                        wbuf.clear();
-                        held = std::time::Duration::ZERO;
-                    }
-                }
-                Ok(None) => break,
-                Err(FrameError { skip, reason }) => {
-                    svc.metrics()
-                        .request(Interface::Binary, Outcome::BadRequest, 0.0);
-                    frame::encode_error(Status::BadRequest, &reason, &mut wbuf);
-                    match skip {
-                        Some(n) => used += n,
-                        None => {
-                            close = true;
-                            break;
-                        }
-                    }
-                }
-            }
-            if wbuf.len() >= FLUSH_AT {
-                write_all(s, &wbuf, phases, &mut timeouts)?;
-                wbuf.clear();
-            }
-        }
-        if fresh && used == 0 && !close {
+        let pass = answer_buffered(s, &rbuf, &mut wbuf, svc, phases, rt, &mut timeouts)?;
+        if fresh && pass.used == 0 && !pass.close {
             phases.bytes_read();
         }
-        rbuf.drain(..used);
+        rbuf.drain(..pass.used);
         if !wbuf.is_empty() {
             write_all(s, &wbuf, phases, &mut timeouts)?;
             wbuf.clear();
         }
-        match flight {
+        match pass.flight {
             Some(f) => f.finish(!rbuf.is_empty()),
-            None if used > 0 => phases.answered(!rbuf.is_empty()),
+            None if pass.used > 0 => phases.answered(!rbuf.is_empty()),
             None => {}
         }
-        if close {
+        if pass.close {
             return Ok(());
         }
         if wbuf.capacity() > KEEP_CAPACITY {
@@ -157,38 +119,114 @@ fn run_blocking(
         if rbuf.capacity() > KEEP_CAPACITY {
             rbuf.shrink_to(4096);
         }
-        // Idle: the whole timeout from now. Within a request: what is left of its deadline.
-        let (limit, why) = if rbuf.is_empty() {
-            (timeout, Expiry::Idle)
-        } else {
-            match phases.read_deadline() {
-                Some((at, why)) => {
-                    let left = at.saturating_duration_since(tokio::time::Instant::now());
-                    if left.is_zero() {
-                        return Err(phases.expire(why));
-                    }
-                    (left, why)
-                }
-                None => (timeout, Expiry::SlowRequest),
-            }
-        };
-        if limit != timeouts.read {
-            s.set_read_timeout(Some(limit))?;
-            timeouts.read = limit;
-        }
-        let n = loop {
-            match (&*s).read(&mut chunk) {
-                Ok(n) => break n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) if timed_out(&e) => return Err(phases.expire(why)),
-                Err(e) => return Err(e),
-            }
-        };
+        fresh = rbuf.is_empty();
+        let n = read_more(s, &rbuf, &mut chunk, phases, &mut timeouts, timeout)?;
         if n == 0 {
             return Ok(());
         }
-        fresh = rbuf.is_empty();
         rbuf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// What one pass over the buffered requests did.
+struct Pass {
+    /// Bytes of the buffer consumed.
+    used: usize,
+    /// A frame that cannot be skipped: answer, then close.
+    close: bool,
+    /// The request phase of the answers given, if any.
+    flight: Option<InFlight>,
+}
+
+/// Answers every whole request in `rbuf` into `wbuf`, writing out when it grows large or an
+/// answer took a while.
+fn answer_buffered(
+    s: &std::os::unix::net::UnixStream,
+    rbuf: &[u8],
+    wbuf: &mut Vec<u8>,
+    svc: &Service,
+    phases: &Arc<Phases>,
+    rt: &tokio::runtime::Handle,
+    timeouts: &mut Timeouts,
+) -> std::io::Result<Pass> {
+    let mut pass = Pass {
+        used: 0,
+        close: false,
+        flight: None,
+    };
+    // How long the answers in `wbuf` have been held back.
+    let mut delayed = std::time::Duration::ZERO;
+    loop {
+        match frame::parse_request(&rbuf[pass.used..]) {
+            Ok(Some((req, n))) => {
+                pass.used += n;
+                pass.flight.get_or_insert_with(|| phases.begin());
+                delayed += answer_blocking(svc, req, wbuf, rt);
+                // Answers that took a while (a slow layout's waits for the next tick) go
+                // out at once rather than behind the rest of a pipeline.
+                if delayed >= HOLD_AT_MOST && !wbuf.is_empty() {
+                    write_all(s, wbuf, phases, timeouts)?;
+                    wbuf.clear();
+                    delayed = std::time::Duration::ZERO;
+                }
+            }
+            Ok(None) => return Ok(pass),
+            Err(FrameError { skip, reason }) => {
+                svc.metrics()
+                    .request(Interface::Binary, Outcome::BadRequest, 0.0);
+                frame::encode_error(Status::BadRequest, &reason, wbuf);
+                match skip {
+                    Some(n) => pass.used += n,
+                    None => {
+                        pass.close = true;
+                        return Ok(pass);
+                    }
+                }
+            }
+        }
+        if wbuf.len() >= FLUSH_AT {
+            write_all(s, wbuf, phases, timeouts)?;
+            wbuf.clear();
+        }
+    }
+}
+
+/// Reads what comes next into `chunk` (0: the peer closed), within the deadline in force:
+/// idle, the whole timeout; within a request (`rbuf` holds part of one), what is left of it.
+fn read_more(
+    s: &std::os::unix::net::UnixStream,
+    rbuf: &[u8],
+    chunk: &mut [u8],
+    phases: &Arc<Phases>,
+    timeouts: &mut Timeouts,
+    timeout: std::time::Duration,
+) -> std::io::Result<usize> {
+    use std::io::Read;
+    let (limit, why) = if rbuf.is_empty() {
+        (timeout, Expiry::Idle)
+    } else {
+        match phases.read_deadline() {
+            Some((at, why)) => {
+                let left = at.saturating_duration_since(tokio::time::Instant::now());
+                if left.is_zero() {
+                    return Err(phases.expire(why));
+                }
+                (left, why)
+            }
+            None => (timeout, Expiry::SlowRequest),
+        }
+    };
+    if limit != timeouts.read {
+        s.set_read_timeout(Some(limit))?;
+        timeouts.read = limit;
+    }
+    loop {
+        match (&*s).read(chunk) {
+            Ok(n) => return Ok(n),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) if timed_out(&e) => return Err(phases.expire(why)),
+            Err(e) => return Err(e),
+        }
     }
 }
 
@@ -255,20 +293,20 @@ fn answer_blocking(
     rt: &tokio::runtime::Handle,
 ) -> std::time::Duration {
     let started = Instant::now();
-    let (count, ask) = match req {
-        Request::GetIds { count, ask } => (count, ask),
+    let (count, opts) = match req {
+        Request::GetIds { count, opts } => (count, opts),
         Request::Describe => {
-            let d = svc.description();
+            let d = frame::describe(svc.layout(), svc.params());
             let width = svc.layout().width() as u8;
             frame::encode_response_header(Status::Ok, width, d.len() as u32, out);
-            out.extend_from_slice(d);
+            out.extend_from_slice(&d);
             return started.elapsed();
         }
     };
     let width = svc.layout().width();
     let at = out.len();
     frame::encode_response_header(Status::Ok, width as u8, 0, out);
-    let result = svc.issue_blocking(u64::from(count), &ask, out, rt);
+    let result = svc.issue_blocking(u64::from(count), &opts, out, rt);
     let outcome = finish_answer(result, at, out);
     let took = started.elapsed();
     svc.metrics()

@@ -78,7 +78,7 @@ impl Status {
 pub enum Request {
     GetIds {
         count: u32,
-        ask: RequestOptions,
+        opts: RequestOptions,
     },
     /// The layout, its default text form and its parameters.
     Describe,
@@ -131,7 +131,7 @@ pub fn parse_request(buf: &[u8]) -> Result<Option<(Request, usize)>, FrameError>
                 )));
             }
             let count = u32::from_be_bytes([payload[0], payload[1], payload[2], payload[3]]);
-            let mut ask = RequestOptions::default();
+            let mut opts = RequestOptions::default();
             if len == 8 {
                 let (flags, meta) = (payload[4], payload[5]);
                 if flags & !(FLAG_META | FLAG_TRANSACTION) != 0 {
@@ -140,10 +140,10 @@ pub fn parse_request(buf: &[u8]) -> Result<Option<(Request, usize)>, FrameError>
                 if payload[6..8] != [0, 0] || (flags & FLAG_META == 0 && meta != 0) {
                     return Err(bad("reserved get-IDs bytes must be zero".into()));
                 }
-                ask.meta = (flags & FLAG_META != 0).then_some(meta);
-                ask.transaction = flags & FLAG_TRANSACTION != 0;
+                opts.meta = (flags & FLAG_META != 0).then_some(meta);
+                opts.transaction = flags & FLAG_TRANSACTION != 0;
             }
-            Ok(Some((Request::GetIds { count, ask }, total)))
+            Ok(Some((Request::GetIds { count, opts }, total)))
         }
         OP_DESCRIBE if len == 0 => Ok(Some((Request::Describe, total))),
         OP_DESCRIBE => Err(bad(format!("describe takes no payload, got {len} bytes"))),
@@ -152,19 +152,19 @@ pub fn parse_request(buf: &[u8]) -> Result<Option<(Request, usize)>, FrameError>
 }
 
 /// Appends a get-IDs request (the short 4-byte form when no option is set).
-pub fn encode_get_ids(count: u32, ask: &RequestOptions, out: &mut Vec<u8>) {
-    let long = *ask != RequestOptions::default();
+pub fn encode_get_ids(count: u32, opts: &RequestOptions, out: &mut Vec<u8>) {
+    let long = *opts != RequestOptions::default();
     out.extend_from_slice(&[MAGIC, OP_GET_IDS, 0, if long { 8 } else { 4 }]);
     out.extend_from_slice(&count.to_be_bytes());
     if long {
         let mut flags = 0;
-        if ask.meta.is_some() {
+        if opts.meta.is_some() {
             flags |= FLAG_META;
         }
-        if ask.transaction {
+        if opts.transaction {
             flags |= FLAG_TRANSACTION;
         }
-        out.extend_from_slice(&[flags, ask.meta.unwrap_or(0), 0, 0]);
+        out.extend_from_slice(&[flags, opts.meta.unwrap_or(0), 0, 0]);
     }
 }
 
@@ -206,6 +206,24 @@ pub fn parse_response_header(buf: &[u8]) -> Result<Option<ResponseHeader>, Strin
     }))
 }
 
+/// The body of a describe answer: the layout, its width, its default text form and the
+/// parameters that shape its IDs (JSON).
+pub fn describe(layout: &dyn crate::layout::Layout, params: &[(String, String)]) -> Vec<u8> {
+    let params: serde_json::Map<String, serde_json::Value> = params
+        .iter()
+        .filter(|(k, _)| k != "layout")
+        .map(|(k, v)| (k.clone(), v.clone().into()))
+        .collect();
+    serde_json::json!({
+        "layout": layout.name(),
+        "width": layout.width(),
+        "form": layout.default_form().name(),
+        "params": params,
+    })
+    .to_string()
+    .into_bytes()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -224,12 +242,12 @@ mod tests {
             Ok(Some((
                 Request::GetIds {
                     count: 300,
-                    ask: RequestOptions::default()
+                    opts: RequestOptions::default()
                 },
                 8
             )))
         );
-        for ask in [
+        for opts in [
             RequestOptions {
                 meta: Some(0),
                 transaction: false,
@@ -244,11 +262,11 @@ mod tests {
             },
         ] {
             buf.clear();
-            encode_get_ids(7, &ask, &mut buf);
+            encode_get_ids(7, &opts, &mut buf);
             assert_eq!(buf.len(), 12);
             assert_eq!(
                 parse_request(&buf),
-                Ok(Some((Request::GetIds { count: 7, ask }, 12)))
+                Ok(Some((Request::GetIds { count: 7, opts }, 12)))
             );
         }
         // Unknown flags, reserved bytes, a metabyte without its flag: refused, stream kept.

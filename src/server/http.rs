@@ -139,7 +139,7 @@ fn digits<T: std::str::FromStr>(s: &str) -> Option<T> {
 }
 
 /// The request options in `p`, checked against the layout.
-fn ask(svc: &Service, p: &Params) -> Result<RequestOptions, String> {
+fn opts(svc: &Service, p: &Params) -> Result<RequestOptions, String> {
     let meta = p
         .meta
         .as_deref()
@@ -152,9 +152,9 @@ fn ask(svc: &Service, p: &Params) -> Result<RequestOptions, String> {
         Some("" | "1" | "true") => true,
         Some(t) => return Err(format!("transaction must be true or false, got {t:?}")),
     };
-    let ask = RequestOptions { meta, transaction };
-    svc.layout().check(&ask).map_err(|e| e.to_string())?;
-    Ok(ask)
+    let opts = RequestOptions { meta, transaction };
+    svc.layout().check(&opts).map_err(|e| e.to_string())?;
+    Ok(opts)
 }
 
 async fn route(svc: &Service, path: &str, query: &str, json: bool) -> Reply {
@@ -208,11 +208,11 @@ async fn route(svc: &Service, path: &str, query: &str, json: bool) -> Reply {
                     }
                 },
             };
-            let ask = match ask(svc, &p) {
+            let opts = match opts(svc, &p) {
                 Ok(a) => a,
                 Err(e) => return fail(StatusCode::BAD_REQUEST, e, json),
             };
-            ids(svc, count, &ask, form, path == "/id", json).await
+            ids(svc, count, &opts, form, path == "/id", json).await
         }
         _ if path.starts_with("/decode/") => decode(svc, &path["/decode/".len()..], form, json),
         _ => fail(
@@ -226,13 +226,13 @@ async fn route(svc: &Service, path: &str, query: &str, json: bool) -> Reply {
 async fn ids(
     svc: &Service,
     count: u64,
-    ask: &RequestOptions,
+    opts: &RequestOptions,
     form: Option<TextForm>,
     one: bool,
     json: bool,
 ) -> Reply {
     let mut raw = Vec::new();
-    if let Err(e) = svc.issue(count, ask, &mut raw).await {
+    if let Err(e) = svc.issue(count, opts, &mut raw).await {
         let status = if e.is_unavailable() {
             StatusCode::SERVICE_UNAVAILABLE
         } else {

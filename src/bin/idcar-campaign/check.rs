@@ -402,7 +402,7 @@ struct Highest {
     op: usize,
 }
 
-/// The invariant itself (DESIGN.md), per slot: every tick acknowledged under a lease is at or
+/// The invariant itself (`lease/protocol.rs`), per slot: every tick acknowledged under a lease is at or
 /// below the floor of every lease of that slot claimed after it (ordered by when each began
 /// issuing). A successor that did not wait past its predecessor's mark, or a mark written
 /// below what was issued, breaks this even when no two IDs happen to collide.

@@ -403,8 +403,9 @@ impl Nemesis {
                 (d, Heal::Busy(child))
             }
         };
-        // The fault is in force from here (a cut applied, a process gone).
-        fault.start_ns = now_ns();
+        // The fault is in force from before its action at the latest: a request that ends in
+        // the instant between a kill and its reaping (a reset connection) is touched by it.
+        // `start_ns` was taken just before the action.
         self.active.push(Active {
             fault,
             heal_at: Instant::now() + after,

@@ -71,13 +71,13 @@ fn known_answers_both_directions() {
             slot: f.partition.into(),
             timeline: f.tick,
         };
-        let ask = RequestOptions {
+        let opts = RequestOptions {
             meta: Some(f.meta),
             ..RequestOptions::default()
         };
-        l.check(&ask).unwrap();
+        l.check(&opts).unwrap();
         let mut out = Vec::new();
-        l.pack_run(&run, &ask, 1, &mut out);
+        l.pack_run(&run, &opts, 1, &mut out);
         assert_eq!(out, id, "{line}");
         // Text -> bytes -> fields, with and without the form named.
         for (text, form) in [(b32, TextForm::B32), (hex, TextForm::Hex)] {
@@ -344,9 +344,9 @@ proptest! {
     fn pack_run_matches_fields(f in fields(), len in 1u32..64) {
         let seq = u32::from(f.sequence).min((1 << 16) - len);
         let run = Run { tick: f.units, seq, len, slot: f.partition.into(), timeline: f.tick };
-        let ask = RequestOptions { meta: Some(f.meta), ..RequestOptions::default() };
+        let opts = RequestOptions { meta: Some(f.meta), ..RequestOptions::default() };
         let mut out = vec![0xaa];
-        Sno80::default().pack_run(&run, &ask, len, &mut out);
+        Sno80::default().pack_run(&run, &opts, len, &mut out);
         prop_assert_eq!(out.len(), 1 + len as usize * WIDTH);
         for (i, chunk) in out[1..].chunks(WIDTH).enumerate() {
             let got = Fields::unpack(chunk.try_into().unwrap());

@@ -22,34 +22,30 @@
 //! read whatever the pool size; slots are spread at random instead of lowest mark first (a
 //! successor still waits past the mark of the slot it took).
 
-use super::fence::{read_mark, Unreadable};
+use super::marks::{Unreadable, ZkMarks};
 use super::tree::{acls, parse_mark};
 use super::Negotiator;
+use crate::lease::protocol::Stored;
 use std::collections::BTreeSet;
 use zookeeper_client as zk;
 
-/// A slot just taken, with the mark read and the versions to compare-and-set against.
-#[derive(Clone, Copy, Debug)]
-pub struct Claimed {
-    pub slot: u32,
-    pub slot_version: i32,
-    pub mark: u64,
-    pub mark_version: i32,
-}
+/// A slot just taken (`slots/N` created by this session) and its mark as read.
+type Taken = (u32, Stored<i32>);
 
-/// What claims remember between attempts.
+/// What claims remember between attempts, and across sessions.
 #[derive(Debug, Default)]
-pub struct Memo {
+pub struct ClaimHistory {
     /// Slots whose node this session may have created in a failed claim (ambiguous create,
-    /// error after create): freed at the next claim if this session owns them.
+    /// error after create): freed at the next claim if this session owns them (cleared with
+    /// each new session).
     pub suspects: BTreeSet<u32>,
     /// Slots whose mark is unreadable, or (probed pools) too far ahead of our clock: never
     /// taken by this process.
     pub skip: BTreeSet<u32>,
     /// Probed slots given back because their mark was beyond `--max-clock-wait`.
     pub far_ahead: u32,
-    /// The version of the pool's `params` node as agreed in this session: every slot is
-    /// created in a `multi` that checks it.
+    /// The version of the pool's `params` node as agreed in this session (set with each new
+    /// session): every slot is created in a `multi` that checks it.
     pub params_version: i32,
 }
 
@@ -64,34 +60,35 @@ const PROBES: u32 = 8;
 
 pub async fn claim(
     neg: &Negotiator,
-    client: &zk::Client,
+    store: &ZkMarks,
     prefer: Option<u32>,
-    memo: &mut Memo,
-) -> Result<Claimed, zk::Error> {
+    history: &mut ClaimHistory,
+) -> Result<Taken, zk::Error> {
     // Leftovers of this session's earlier attempts would block the queue or a slot forever.
-    drop_own_queue_nodes(neg, client).await?;
-    for slot in std::mem::take(&mut memo.suspects) {
-        delete_if_ours(neg, client, slot).await;
+    drop_own_queue_nodes(neg, &store.client).await?;
+    for slot in std::mem::take(&mut history.suspects) {
+        store.delete_if_ours(slot).await;
     }
-    let owner = neg.owner(client);
+    let owner = neg.owner(&store.client);
     if neg.cfg.pool_size > PROBE_ABOVE {
-        let result = probe_slot(neg, client, prefer, &owner, memo).await;
-        neg.metrics.pool_exhausted.set(0);
+        let result = probe_slot(neg, store, prefer, &owner, history).await;
+        neg.proto.metrics.pool_exhausted.set(0);
         return result;
     }
     let eph_seq = zk::CreateMode::EphemeralSequential.with_acls(acls(neg.cfg.auth.is_some()));
     let prefix = format!("{}/claim-", neg.paths.queue());
-    let (_, seq) = client.create(&prefix, &owner, &eph_seq).await?;
+    let (_, seq) = store.client.create(&prefix, &owner, &eph_seq).await?;
     let me = format!("claim-{seq}");
     let result = async {
-        wait_for_turn(neg, client, &me).await?;
-        take_slot(neg, client, prefer, &owner, memo).await
+        wait_for_turn(neg, store, &me).await?;
+        take_slot(neg, store, prefer, &owner, history).await
     }
     .await;
-    neg.metrics.pool_exhausted.set(0);
+    neg.proto.metrics.pool_exhausted.set(0);
     // Leave the queue whatever happened; a node left behind by a failed delete is removed at
     // the next claim, and an expired session has removed it already.
-    let _ = client
+    let _ = store
+        .client
         .delete(&format!("{}/{me}", neg.paths.queue()), None)
         .await;
     result
@@ -117,10 +114,10 @@ fn queue_order(children: &mut [String]) {
     children.sort();
 }
 
-async fn wait_for_turn(neg: &Negotiator, client: &zk::Client, me: &str) -> Result<(), zk::Error> {
+async fn wait_for_turn(neg: &Negotiator, store: &ZkMarks, me: &str) -> Result<(), zk::Error> {
     let queue = neg.paths.queue();
     loop {
-        let mut children = client.list_children(&queue).await?;
+        let mut children = store.client.list_children(&queue).await?;
         children.retain(|c| c.starts_with("claim-"));
         queue_order(&mut children);
         let pos = children
@@ -130,36 +127,29 @@ async fn wait_for_turn(neg: &Negotiator, client: &zk::Client, me: &str) -> Resul
         if pos == 0 {
             return Ok(());
         }
-        neg.pending(format!("waiting in the slot queue ({pos} ahead)"));
+        neg.proto
+            .pending(format!("waiting in the slot queue ({pos} ahead)"));
         let prev = format!("{queue}/{}", children[pos - 1]);
-        if let (Some(_), watcher) = client.check_and_watch_stat(&prev).await? {
+        if let (Some(_), watcher) = store.client.check_and_watch_stat(&prev).await? {
             watcher.changed().await;
         }
     }
 }
 
-/// Deletes `slots/N` if this session created it.
-pub async fn delete_if_ours(neg: &Negotiator, client: &zk::Client, slot: u32) -> bool {
-    let path = neg.paths.slot(slot);
-    match client.get_data(&path).await {
-        Ok((_, stat)) if stat.ephemeral_owner == client.session_id().0 => {
-            client.delete(&path, Some(stat.version)).await.is_ok()
-        }
-        _ => false,
-    }
-}
-
 async fn take_slot(
     neg: &Negotiator,
-    client: &zk::Client,
+    store: &ZkMarks,
     prefer: Option<u32>,
     owner: &[u8],
-    memo: &mut Memo,
-) -> Result<Claimed, zk::Error> {
+    history: &mut ClaimHistory,
+) -> Result<Taken, zk::Error> {
     let pool = neg.cfg.pool_size;
     let mut reported = false;
     loop {
-        let (children, watcher) = client.list_and_watch_children(&neg.paths.slots()).await?;
+        let (children, watcher) = store
+            .client
+            .list_and_watch_children(&neg.paths.slots())
+            .await?;
         let mut held: BTreeSet<u32> = children
             .iter()
             .filter_map(|c| c.parse::<u32>().ok())
@@ -167,24 +157,24 @@ async fn take_slot(
             .collect();
         // Nodes this session created earlier (a lease lost to a version mismatch) are ours.
         if let Some(p) = prefer.filter(|p| held.contains(p)) {
-            if delete_if_ours(neg, client, p).await {
+            if store.delete_if_ours(p).await {
                 held.remove(&p);
             }
         }
         let free: Vec<u32> = (0..pool)
-            .filter(|n| !held.contains(n) && !memo.skip.contains(n))
+            .filter(|n| !held.contains(n) && !history.skip.contains(n))
             .collect();
         if free.is_empty() {
             exhausted(neg, &mut reported);
             watcher.changed().await;
             continue;
         }
-        neg.metrics.pool_exhausted.set(0);
+        neg.proto.metrics.pool_exhausted.set(0);
         let slot = match prefer.filter(|p| free.contains(p)) {
             Some(p) => p,
-            None => lowest_mark(neg, client, &free).await?,
+            None => lowest_mark(neg, store, &free).await?,
         };
-        if let Tried::Claimed(c) = try_slot(neg, client, slot, owner, memo).await? {
+        if let Tried::Claimed(c) = try_slot(neg, store, slot, owner, history).await? {
             return Ok(c);
         }
     }
@@ -192,27 +182,27 @@ async fn take_slot(
 
 /// The outcome of trying one slot.
 enum Tried {
-    Claimed(Claimed),
+    Claimed(Taken),
     /// Someone else holds it.
     Taken,
-    /// Its mark is unreadable: never taken by this process (added to `memo.skip`).
+    /// Its mark is unreadable: never taken by this process (added to `history.skip`).
     Skipped,
 }
 
 /// Creates `slots/N` and reads `marks/N`.
 async fn try_slot(
     neg: &Negotiator,
-    client: &zk::Client,
+    store: &ZkMarks,
     slot: u32,
     owner: &[u8],
-    memo: &mut Memo,
+    history: &mut ClaimHistory,
 ) -> Result<Tried, zk::Error> {
     let eph = zk::CreateMode::Ephemeral.with_acls(acls(neg.cfg.auth.is_some()));
     // From here on a failure may leave our node behind: remember the slot as suspect.
-    memo.suspects.insert(slot);
+    history.suspects.insert(slot);
     // Created only while the pool's parameters are still the ones this session agreed to.
-    let mut w = client.new_multi_writer();
-    w.add_check_version(&neg.paths.params(), memo.params_version)?;
+    let mut w = store.client.new_multi_writer();
+    w.add_check_version(&neg.paths.params(), history.params_version)?;
     w.add_create(&neg.paths.slot(slot), owner, &eph)?;
     match w.commit().await {
         Ok(_) => {}
@@ -220,11 +210,11 @@ async fn try_slot(
             index: 1,
             source: zk::Error::NodeExists,
         }) => {
-            memo.suspects.remove(&slot);
+            history.suspects.remove(&slot);
             return Ok(Tried::Taken);
         }
         Err(zk::MultiWriteError::OperationFailed { index: 0, source }) => {
-            memo.suspects.remove(&slot);
+            history.suspects.remove(&slot);
             return Err(zk::Error::UnexpectedError(format!(
                 "the pool's parameters changed under us ({source}); an operator rewrote {}",
                 neg.paths.params()
@@ -232,23 +222,16 @@ async fn try_slot(
         }
         Err(e) => return Err(e.into()),
     }
-    // An ephemeral node is created at version 0.
-    let stat_version = 0;
-    match read_mark(neg, client, slot).await {
-        Ok((mark, mark_version)) => {
-            memo.suspects.remove(&slot);
-            Ok(Tried::Claimed(Claimed {
-                slot,
-                slot_version: stat_version,
-                mark,
-                mark_version,
-            }))
+    match store.read_mark(slot).await {
+        Ok(stored) => {
+            history.suspects.remove(&slot);
+            Ok(Tried::Claimed((slot, stored)))
         }
         Err(Unreadable::Corrupt(why)) => {
             tracing::error!(slot, reason = %why, "slot's time mark is unreadable; never taking this slot");
-            memo.skip.insert(slot);
-            delete_if_ours(neg, client, slot).await;
-            memo.suspects.remove(&slot);
+            history.skip.insert(slot);
+            store.delete_if_ours(slot).await;
+            history.suspects.remove(&slot);
             Ok(Tried::Skipped)
         }
         Err(Unreadable::Zk(e)) => Err(e),
@@ -258,11 +241,11 @@ async fn try_slot(
 /// Says that every slot is held: the metric and the lease state always, the log once a claim.
 fn exhausted(neg: &Negotiator, reported: &mut bool) {
     let pool = neg.cfg.pool_size;
-    neg.metrics.pool_exhausted.set(1);
+    neg.proto.metrics.pool_exhausted.set(1);
     if !std::mem::replace(reported, true) {
         tracing::warn!(pool, "pool exhausted; waiting for a slot to free");
     }
-    neg.pending(format!(
+    neg.proto.pending(format!(
         "pool exhausted: all {pool} slots are held; waiting for one to free"
     ));
 }
@@ -270,18 +253,18 @@ fn exhausted(neg: &Negotiator, reported: &mut bool) {
 /// Claims a slot of a large pool by random probes (see the module documentation).
 async fn probe_slot(
     neg: &Negotiator,
-    client: &zk::Client,
+    store: &ZkMarks,
     prefer: Option<u32>,
     owner: &[u8],
-    memo: &mut Memo,
-) -> Result<Claimed, zk::Error> {
+    history: &mut ClaimHistory,
+) -> Result<Taken, zk::Error> {
     use rand::Rng;
     let pool = neg.cfg.pool_size;
     if let Some(p) = prefer {
         // Our own node from a lease lost to a version mismatch frees the slot for us again.
-        delete_if_ours(neg, client, p).await;
+        store.delete_if_ours(p).await;
     }
-    let mut next = prefer.filter(|p| *p < pool && !memo.skip.contains(p));
+    let mut next = prefer.filter(|p| *p < pool && !history.skip.contains(p));
     let mut misses = 0;
     let mut reported = false;
     // Each pass either claims, or sees a taken slot, or (after PROBES misses) lists the held
@@ -294,7 +277,7 @@ async fn probe_slot(
                 let mut rng = rand::rng();
                 let mut s = rng.random_range(0..pool);
                 for _ in 0..64 {
-                    if !memo.skip.contains(&s) {
+                    if !history.skip.contains(&s) {
                         break;
                     }
                     s = rng.random_range(0..pool);
@@ -303,8 +286,10 @@ async fn probe_slot(
             }
             None => {
                 misses = 0;
-                let (children, watcher) =
-                    client.list_and_watch_children(&neg.paths.slots()).await?;
+                let (children, watcher) = store
+                    .client
+                    .list_and_watch_children(&neg.paths.slots())
+                    .await?;
                 let held: BTreeSet<u32> = children
                     .iter()
                     .filter_map(|c| c.parse::<u32>().ok())
@@ -314,7 +299,7 @@ async fn probe_slot(
                 let start = rand::rng().random_range(0..pool);
                 let free = (start..pool)
                     .chain(0..start)
-                    .find(|n| !held.contains(n) && !memo.skip.contains(n));
+                    .find(|n| !held.contains(n) && !history.skip.contains(n));
                 match free {
                     Some(s) => s,
                     None => {
@@ -325,7 +310,7 @@ async fn probe_slot(
                 }
             }
         };
-        match try_slot(neg, client, slot, owner, memo).await? {
+        match try_slot(neg, store, slot, owner, history).await? {
             Tried::Claimed(c) => return Ok(c),
             Tried::Taken => misses += 1,
             Tried::Skipped => {}
@@ -338,12 +323,9 @@ async fn probe_slot(
 }
 
 /// The free slot whose mark is lowest (a missing mark counts as 0); ties go to the lower slot.
-async fn lowest_mark(
-    neg: &Negotiator,
-    client: &zk::Client,
-    free: &[u32],
-) -> Result<u32, zk::Error> {
-    let marked: BTreeSet<u32> = client
+async fn lowest_mark(neg: &Negotiator, store: &ZkMarks, free: &[u32]) -> Result<u32, zk::Error> {
+    let marked: BTreeSet<u32> = store
+        .client
         .list_children(&neg.paths.marks())
         .await?
         .iter()
@@ -352,7 +334,7 @@ async fn lowest_mark(
     if let Some(&n) = free.iter().find(|n| !marked.contains(n)) {
         return Ok(n);
     }
-    let mut reader = client.new_multi_reader();
+    let mut reader = store.client.new_multi_reader();
     for &n in free {
         reader.add_get_data(&neg.paths.mark(n))?;
     }

@@ -1,16 +1,17 @@
 //! The ZooKeeper lease: a slot claimed from a pool, fenced by a compare-and-set time mark.
+//! The protocol that keeps IDs unique is the same for every store and lives in
+//! [`crate::lease::protocol`]; this module is how ZooKeeper plays its part. In the order of
+//! the protocol (docs/zookeeper.md describes it for operators):
 //!
-//! Where things are, in the order of the protocol (see DESIGN.md):
-//!
-//! - [`tree`]: the paths of a namespace and the owner record of slot nodes;
+//! - [`tree`]: the paths of a namespace and what its nodes hold;
 //! - `session`: the session loop — connect (retrying), follow the session, open a new one
 //!   when it expires;
+//! - `params`: the pool's recorded parameters, agreed at each session;
 //! - `claim`: queue up and take a free slot (or probe large pools at random);
-//! - `fence`: **the uniqueness invariant** — the mark read at the claim, the clock wait, the
-//!   compare-and-set writes, own-write recovery, the write-down on release. Read it alone to
-//!   check that no two holders of a slot can issue the same tick;
-//! - `hold`: claim → wait → publish → renew → lose or release, within one session;
-//! - `stop`: the one helper for "wait for X, or stop" (release asked, session ended);
+//! - `marks`: ZooKeeper as the protocol's [`MarkStore`](crate::lease::protocol::MarkStore)
+//!   (compare-and-set `multi`s on `marks/N` and `slots/N`);
+//! - `hold`: claim → [`protocol::hold`](crate::lease::protocol::hold) → claim again, within
+//!   one session;
 //! - [`pool`]: pool gauges from watches, and `idcar pool`'s report.
 //!
 //! [`Negotiator`] is the context all of them share; [`start`] runs it on a task and returns
@@ -19,18 +20,19 @@
 //! there); an expired session opens a new one and claims again, preferring the same slot.
 
 mod claim;
-mod fence;
 mod hold;
+mod marks;
 mod params;
 pub mod pool;
 mod session;
-mod stop;
 pub mod tree;
 
+pub use marks::{Unreadable, ZkMarks};
 pub use session::{connect, Retry};
 pub use tree::{Owner, Paths};
 
-use super::{LeaseError, LeaseHandle, LeaseState};
+use super::protocol::{Protocol, Timing};
+use super::{LeaseHandle, LeaseState};
 use crate::clock::Clock;
 use crate::layout::Scheme;
 use crate::metrics::Metrics;
@@ -54,10 +56,7 @@ pub struct ZkConfig {
     /// A slot to take when it is free.
     pub prefer: Option<u32>,
     pub session_timeout: Duration,
-    pub horizon: Duration,
-    pub renew_every: Duration,
-    /// How long to wait for the clock to pass a claimed slot's mark before giving up.
-    pub max_clock_wait: Duration,
+    pub timing: Timing,
     /// `user:password` for ZooKeeper digest auth; znodes are then created creator-only.
     pub auth: Option<String>,
     /// The Kubernetes pod this instance runs in, shown in the slot's owner record.
@@ -81,56 +80,25 @@ pub(crate) fn session_gone(e: &zk::Error) -> bool {
 }
 
 /// The context every part of the negotiator shares: configuration, the namespace's paths,
-/// the clock, metrics, and the channel the lease is published on.
+/// and the protocol's context (clock, metrics, the channel the lease is published on).
 pub(crate) struct Negotiator {
     pub cfg: ZkConfig,
-    pub scheme: Scheme,
-    pub clock: Arc<dyn Clock>,
-    pub metrics: Arc<Metrics>,
+    pub proto: Protocol,
     pub paths: Paths,
     /// Random per process: tells this process's own expired sessions from other instances.
     pub instance: String,
-    pub tx: watch::Sender<LeaseState>,
 }
 
 impl Negotiator {
-    fn now_tick(&self) -> u64 {
-        self.scheme.tick_at(self.clock.now_unix_ns()).unwrap_or(0)
-    }
-
-    fn now_ms(&self) -> u64 {
-        self.clock.now_unix_ns() / 1_000_000
-    }
-
     /// The owner record for a node created by `client`'s session.
     pub(crate) fn owner(&self, client: &zk::Client) -> Vec<u8> {
         let o = Owner::for_this_process(
             client.session_id(),
             &self.instance,
             self.cfg.pod.as_deref(),
-            self.now_ms(),
+            self.proto.clock.now_unix_ns() / 1_000_000,
         );
         serde_json::to_vec(&o).expect("owner serialises")
-    }
-
-    /// Publishes "no lease yet", with why.
-    pub(crate) fn pending(&self, reason: impl Into<String>) {
-        self.tx.send_replace(LeaseState::Pending {
-            reason: reason.into(),
-        });
-    }
-
-    /// Publishes a failure for good, and returns it.
-    fn fail(&self, e: LeaseError) -> LeaseError {
-        self.tx.send_replace(LeaseState::Failed {
-            reason: e.to_string(),
-        });
-        e
-    }
-
-    /// How long until the clock is past `mark`.
-    fn wait_past(&self, mark: u64) -> Duration {
-        self.scheme.wait_past(mark, self.clock.now_unix_ns())
     }
 }
 
@@ -151,14 +119,19 @@ pub fn start(
         layout = cfg.layout,
         cluster = cfg.cluster
     );
-    let neg = Negotiator {
-        paths: Paths::new(&cfg.root, cfg.layout, cfg.cluster),
-        cfg,
+    let proto = Protocol {
         scheme,
         clock,
         metrics,
-        instance: tree::instance_id(),
+        timing: cfg.timing,
         tx,
+        planted: cfg.planted,
+    };
+    let neg = Negotiator {
+        paths: Paths::new(&cfg.root, cfg.layout, cfg.cluster),
+        cfg,
+        proto,
+        instance: tree::instance_id(),
     };
     let (release_tx, release_rx) = oneshot::channel();
     let task = tokio::spawn(session::run(neg, release_rx).instrument(span));

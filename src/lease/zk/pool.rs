@@ -2,7 +2,7 @@
 //! re-read at most once a second; while the session is down they keep their last values, and
 //! `idcar_zk_session_state` says so), and the report behind `idcar pool`.
 
-use super::tree::parse_owner;
+use super::tree::{parse_mark, parse_owner};
 use super::{session_gone, Owner, Paths};
 use crate::metrics::Metrics;
 use prometheus::IntGauge;
@@ -144,7 +144,7 @@ pub async fn report(
             };
             let mark = data_or_none(client, &paths.mark(n))
                 .await?
-                .and_then(|(d, _)| std::str::from_utf8(&d).ok()?.trim().parse().ok());
+                .and_then(|(d, _)| parse_mark(&d));
             held.push(SlotReport {
                 slot: n,
                 owner: parse_owner(&data),

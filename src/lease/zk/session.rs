@@ -2,12 +2,13 @@
 //! create the namespace, hold slots in it ([`super::hold`]), and open a new session when one
 //! expires — until the release is asked for or a fatal error.
 
-use super::hold::{self, Carry, End};
-use super::stop::{Interrupted, Stop};
+use super::hold::{self, AcrossSessions, End};
 use super::tree::acls;
 use super::{params, pool, session_gone, Negotiator};
+use crate::lease::stop::Stop;
 use crate::lease::{Issued, LeaseError, LeaseState};
 use crate::metrics::Metrics;
+use crate::retry::Backoff;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::oneshot;
@@ -51,55 +52,57 @@ pub(crate) async fn run(
     release: oneshot::Receiver<Option<Issued>>,
 ) -> Result<(), LeaseError> {
     let mut stop = Stop::new(release);
-    let mut carry = Carry {
+    let mut across = AcrossSessions {
         prefer: neg.cfg.prefer,
-        ..Carry::default()
+        ..AcrossSessions::default()
     };
     let mut sessions = 0u64;
-    let mut backoff = Duration::from_millis(100);
+    // Fail fast and retry here, at least once a second: the client's own schedule backs off
+    // for seconds, so after a long outage IDs would flow again only seconds after ZooKeeper.
+    let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(1));
     loop {
-        neg.metrics.session_state("disconnected");
+        neg.proto.metrics.session_state("disconnected");
         // No session yet: only the release request interrupts the connect.
         stop.follow(CancellationToken::new());
         let client = match open(&neg, &mut stop, &mut backoff).await {
             Opened::Client(c) => c,
             Opened::Retry => continue,
             Opened::Released => {
-                neg.tx.send_replace(LeaseState::Released);
+                neg.proto.tx.send_replace(LeaseState::Released);
                 return Ok(());
             }
-            Opened::Failed(e) => return Err(neg.fail(e)),
+            Opened::Failed(e) => return Err(neg.proto.fail(e)),
         };
-        backoff = Duration::from_millis(100);
+        backoff.reset();
         sessions += 1;
         if sessions > 1 {
-            neg.metrics.lease.zk_reconnects.inc();
+            neg.proto.metrics.lease.zk_reconnects.inc();
         }
-        neg.metrics.session_state("connected");
+        neg.proto.metrics.session_state("connected");
         tracing::info!(session = %client.session_id(), "ZooKeeper session established");
         let ended = CancellationToken::new();
         stop.follow(ended.clone());
         let states = tokio::spawn(track_states(
             client.state_watcher(),
-            neg.metrics.clone(),
+            neg.proto.metrics.clone(),
             ended,
         ));
         let gauges = pool::spawn_gauges(
             client.clone(),
             neg.paths.clone(),
             neg.cfg.pool_size,
-            neg.metrics.clone(),
+            neg.proto.metrics.clone(),
         );
         // Nodes a previous session may have left belong to it alone: this one starts afresh.
-        carry.memo.suspects.clear();
+        across.claims.suspects.clear();
         let agreed = match make_namespace(&neg, &client, &mut stop).await {
             Ok(()) => params::agree(&neg, &client).await,
             Err(end) => Err(end),
         };
         let end = match agreed {
             Ok(version) => {
-                carry.memo.params_version = version;
-                hold::serve(&neg, &client, &mut stop, &mut carry).await
+                across.claims.params_version = version;
+                hold::serve(&neg, &client, &mut stop, &mut across).await
             }
             Err(end) => end,
         };
@@ -109,28 +112,29 @@ pub(crate) async fn run(
         match end {
             End::Released => {
                 close(client).await;
-                neg.metrics.session_state("closed");
+                neg.proto.metrics.session_state("closed");
                 return Ok(());
             }
-            End::SessionGone(why, was_holding) => {
-                if was_holding {
-                    neg.metrics
+            End::SessionGone {
+                reason: why,
+                holding,
+            } => {
+                if holding {
+                    neg.proto
+                        .metrics
                         .lease
                         .losses
                         .with_label_values(&["expired"])
                         .inc();
                 }
-                neg.metrics.session_state("expired");
+                neg.proto.metrics.session_state("expired");
                 tracing::warn!(reason = %why, "ZooKeeper session lost; opening a new one");
-                neg.tx.send_replace(LeaseState::Lost { reason: why });
+                neg.proto.tx.send_replace(LeaseState::Lost { reason: why });
             }
-            End::Fatal(e) => return Err(neg.fail(e)),
+            End::Fatal(e) => return Err(neg.proto.fail(e)),
         }
     }
 }
-
-/// New sessions are attempted at least this often while ZooKeeper does not answer.
-const RETRY_AT_LEAST_EVERY: Duration = Duration::from_secs(1);
 
 /// What an attempt to open a session gave.
 enum Opened {
@@ -141,11 +145,9 @@ enum Opened {
     Failed(LeaseError),
 }
 
-/// Opens a session; on a passing failure waits `backoff` (doubling it, up to 5 s).
-async fn open(neg: &Negotiator, stop: &mut Stop, backoff: &mut Duration) -> Opened {
+/// Opens a session; on a passing failure waits the next `backoff`.
+async fn open(neg: &Negotiator, stop: &mut Stop, backoff: &mut Backoff) -> Opened {
     let cfg = &neg.cfg;
-    // Fail fast and retry here, at least once a second: the client's own schedule backs off
-    // for seconds, so after a long outage IDs would flow again only seconds after ZooKeeper.
     let connecting = connect(
         &cfg.connect,
         cfg.session_timeout,
@@ -160,11 +162,11 @@ async fn open(neg: &Negotiator, stop: &mut Stop, backoff: &mut Duration) -> Open
         ))),
         Ok(Err(e)) => {
             tracing::warn!(error = %e, connect = %cfg.connect, "cannot connect to ZooKeeper; retrying");
-            neg.pending(format!("cannot connect to ZooKeeper: {e}"));
-            if stop.sleep(*backoff).await.is_err() {
+            neg.proto
+                .pending(format!("cannot connect to ZooKeeper: {e}"));
+            if stop.sleep(backoff.next_wait()).await.is_err() {
                 return Opened::Released;
             }
-            *backoff = (*backoff * 2).min(RETRY_AT_LEAST_EVERY);
             Opened::Retry
         }
     }
@@ -187,7 +189,7 @@ async fn close(client: zk::Client) {
 /// Creates `queue/`, `slots/` and `marks/` when missing, retrying passing faults.
 async fn make_namespace(neg: &Negotiator, client: &zk::Client, stop: &mut Stop) -> Result<(), End> {
     let dir = zk::CreateMode::Persistent.with_acls(acls(neg.cfg.auth.is_some()));
-    let mut retry = Duration::from_millis(100);
+    let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(1));
     for path in [neg.paths.queue(), neg.paths.slots(), neg.paths.marks()] {
         loop {
             match client.mkdir(&path, &dir).await {
@@ -201,14 +203,9 @@ async fn make_namespace(neg: &Negotiator, client: &zk::Client, stop: &mut Stop) 
                 Err(e) => {
                     // Passing faults (connection loss, a leader election): try again.
                     tracing::warn!(path = %path, error = %e, "cannot create a directory node yet; retrying");
-                    match stop.sleep(retry).await {
-                        Ok(()) => {}
-                        Err(Interrupted::Release(_)) => return Err(End::Released),
-                        Err(Interrupted::SessionEnded) => {
-                            return Err(End::SessionGone("session ended".into(), false))
-                        }
+                    if let Err(i) = stop.sleep(backoff.next_wait()).await {
+                        return Err(End::interrupted(i, "creating the namespace"));
                     }
-                    retry = (retry * 2).min(Duration::from_secs(1));
                 }
             }
         }

@@ -2,10 +2,14 @@
 //! nodes hold:
 //!
 //! ```text
+//! <root>/<layout>/<cluster>/params              PERSISTENT            the pool's parameters (JSON), written once
 //! <root>/<layout>/<cluster>/queue/claim-<seq>   EPHEMERAL_SEQUENTIAL  a contender waiting its turn
 //! <root>/<layout>/<cluster>/slots/<N>           EPHEMERAL             the slot's holder (JSON owner)
-//! <root>/<layout>/<cluster>/marks/<N>           PERSISTENT            the slot's time mark (decimal ticks)
+//! <root>/<layout>/<cluster>/marks/<N>           PERSISTENT            the slot's time mark: "<ticks> <token>"
 //! ```
+//!
+//! A mark is decimal ticks in the layout's time unit, then a space and the 16-hex-digit token
+//! of the claim that wrote it (marks written by older versions, or created at 0, have none).
 
 use zookeeper_client as zk;
 

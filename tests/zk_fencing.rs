@@ -1,6 +1,10 @@
-//! The ZooKeeper lease's remaining holes, each against real ZooKeeper: pool parameters, a
-//! stolen lease, an outage (metrics and a bounded shutdown), a network partition of the holder
-//! while a successor takes its slot, and (static mode) the clock-wait slack.
+//! How a ZooKeeper lease ends and is handed over, against real ZooKeeper: what stops a holder
+//! (a stolen mark, a foreign write in place of a lost one, an outage, a network partition
+//! while a successor takes the slot), how a successor takes over (the clock wait equal to the
+//! horizon, a release under load, IDs again within a second of ZooKeeper's return), and what
+//! keeps two instances of one pool apart (mismatched parameters refused; ugd60's one-second
+//! ticks). Claims, pools and the classic server faults are in `zk.rs`; the protocol's own
+//! checks against every store in `lease_conformance.rs`.
 
 mod common;
 

@@ -1,24 +1,25 @@
-//! "Wait for X, or stop": every wait of the negotiator ends early when the owner asks for
-//! the release or when the ZooKeeper session ends. One helper, so no wait can forget either.
+//! "Wait for X, or stop": every wait of a lease ends early when the owner asks for the
+//! release or when the store's session ends (ZooKeeper's; a state file has none). One helper,
+//! so no wait can forget either.
 
-use super::super::Issued;
+use super::Issued;
 use std::future::Future;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 /// Why a wait ended before what it waited for.
 #[derive(Debug)]
-pub(crate) enum Interrupted {
+pub enum Interrupted {
     /// The owner asked for the release, handing over the highest tick issued.
     Release(Option<Issued>),
-    /// The ZooKeeper session is over.
+    /// The store's session is over.
     SessionEnded,
 }
 
 /// The two things that end any wait: the release request (for the whole negotiator) and the
 /// end of the current session (replaced with each new session).
 #[derive(Debug)]
-pub(crate) struct Stop {
+pub struct Stop {
     release: oneshot::Receiver<Option<Issued>>,
     /// The release request once received (a oneshot is polled to completion only once).
     released: Option<Option<Issued>>,

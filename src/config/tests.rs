@@ -1,0 +1,79 @@
+//! Flag checks: defaults valid, bad values named by their flag.
+
+use super::*;
+use crate::cli::{Cli, Command};
+use clap::Parser;
+
+fn parse(extra: &[&str]) -> Result<ServeConfig, UsageError> {
+    let mut argv = vec!["idcar", "serve"];
+    argv.extend_from_slice(extra);
+    let Command::Serve(a) = Cli::try_parse_from(argv).unwrap().command else {
+        unreachable!()
+    };
+    ServeConfig::from_args(
+        &a,
+        crate::clock::Clock::now_unix_ns(&crate::clock::SystemClock),
+    )
+}
+
+#[test]
+fn defaults_are_valid() {
+    let c = parse(&[]).unwrap();
+    assert_eq!(c.socket_mode, 0o660);
+    assert_eq!(c.mark_key(0), "lable64/0/0");
+    assert!(matches!(c.lease, LeaseSource::Static { slot: 0, .. }));
+    let z = parse(&[
+        "--zk",
+        "127.0.0.1:2181",
+        "--generator-id",
+        "5",
+        "--pool-size",
+        "8",
+    ])
+    .unwrap();
+    let LeaseSource::Zk(z) = z.lease else {
+        panic!()
+    };
+    assert_eq!(
+        (z.pool_size, z.prefer, z.conn.root.as_str()),
+        (8, Some(5), "/idcar")
+    );
+    assert!(c.admin_addr.is_some());
+}
+
+#[test]
+fn bad_values_say_which_flag() {
+    for (args, flag) in [
+        (&["--generator-id", "64"][..], "--generator-id"),
+        (&["--cluster-id", "16"][..], "--cluster-id"),
+        (&["--layout", "nope"][..], "--layout"),
+        (&["--socket-mode", "999"][..], "--socket-mode"),
+        (&["--admin-addr", "localhost"][..], "--admin-addr"),
+        (
+            &["--renew-interval", "2s", "--lease-horizon", "3s"][..],
+            "--renew-interval",
+        ),
+        (&["--max-batch", "0"][..], "--max-batch"),
+        (&["--max-batch", "400000"][..], "cannot be served within"),
+        (&["--max-connections", "100000000"][..], "--max-connections"),
+        (&["--renew-interval", "9999999h"][..], "at most 1h"),
+        (&["--request-timeout", "9999999h"][..], "at most 1h"),
+        (
+            &["--lease-horizon", "20s", "--max-clock-wait", "10s"][..],
+            "--max-clock-wait",
+        ),
+        (&["--threads", "0"][..], "--threads"),
+        (
+            &["--admin-max-connections", "0"][..],
+            "--admin-max-connections",
+        ),
+        (&["--admin-timeout", "0s"][..], "--admin-timeout"),
+    ] {
+        let e = parse(args).unwrap_err().to_string();
+        assert!(e.contains(flag), "{args:?}: {e}");
+    }
+    assert!(parse(&["--admin-addr", "none"])
+        .unwrap()
+        .admin_addr
+        .is_none());
+}

@@ -1,0 +1,420 @@
+//! **The lease protocol** — one hold loop for every store, and why IDs stay unique across the
+//! holders of one slot whatever the clocks say. This file alone states and keeps the
+//! invariant; a store ([`MarkStore`]) only says how its marks are read and written.
+//!
+//! **Invariant.** Every ID a holder issues carries a tick `<=` the slot's mark as last written
+//! by that holder, and a holder issues only ticks `>` the mark it read when it claimed the
+//! slot (its *floor*). So no two holders of a slot, one after the other, share a tick.
+//!
+//! How [`hold`] keeps it, step by step:
+//!
+//! 1. **Claim** ([`Claim::new`]): the floor is the mark read with its version
+//!    ([`MarkStore::read`]; a missing mark reads 0, a corrupt one is never guessed).
+//! 2. **Wait** ([`clock_wait`]): nothing is published until this host's clock is past the
+//!    floor, a wait bounded by `--max-clock-wait` (a far-behind clock is an error, not a wait).
+//! 3. **First write, then publish**: every write is [`MarkStore::write`], a compare-and-set on
+//!    the version last seen that also checks the claim is still ours. The writers of one
+//!    slot's mark so form a single order: a new holder's first write succeeds only if no older
+//!    holder wrote in between, and every later write of the older holder fails — it stops at
+//!    once ([`Outcome::Stolen`]). A window `(floor, mark]` is published on the `watch` channel
+//!    only after a write of `mark` succeeded; a store error never publishes one.
+//! 4. **Renew, never lower** ([`next_mark`]: `max(mark, now + horizon)`), since the clock may
+//!    have stepped back.
+//! 5. **A lost reply** may have been applied: [`MarkStore::own_write`] recognises it only when
+//!    the mark holds a value we tried *with this claim's token* (random per claim, written
+//!    beside the ticks); a foreign write never carries it. Carrying on never lowers the mark
+//!    ([`recovered`]).
+//! 6. **Lapse**: unrenewed, the published mark stays in force and the generator stops at it;
+//!    when it runs out the lease says so at that moment ([`or_lapse`]), counted once.
+//! 7. **Release** ([`release`]): the mark is written down to the highest tick issued, never
+//!    below the floor ([`mark_down`]), and the claim let go — one atomic write where the
+//!    store can — so a successor waits almost nothing.
+//!
+//! Facts kept elsewhere that the invariant relies on:
+//!
+//! - the generator (`crate::generator`) refuses ticks above the window's mark and at or below
+//!   its floor, and a new generation of window never reuses a tick of the old one;
+//! - ticks are the layout's time unit from its epoch (`Scheme::tick_at`, `crate::layout`),
+//!   the same for every holder of a pool — which the pool's recorded parameters check
+//!   (`zk::params`: a claim is made only while they are the ones agreed);
+//! - a store's compare-and-set is linearizable (ZooKeeper's `multi`; the state file is written
+//!   only under its exclusive lock, by one process);
+//! - only the holder of a claim writes a slot's mark (a claim is made before its mark is read:
+//!   `zk::claim` creates `slots/N`, then reads `marks/N`).
+
+pub use super::store::{Claim, MarkStore, StoreError, Stored};
+pub use super::{Protocol, Timing};
+
+use super::planted::PlantedBug;
+use super::stop::{Interrupted, Stop};
+use super::{Issued, LeaseState, Window};
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+impl<V: Copy> Claim<V> {
+    /// A claim on `slot` whose mark was read as `stored`.
+    pub fn new(p: &Protocol, slot: u32, stored: Stored<V>) -> Claim<V> {
+        let floor = claimed_floor(p, stored.mark);
+        Claim {
+            slot,
+            floor,
+            mark: floor,
+            version: stored.version,
+            token: rand::random(),
+        }
+    }
+}
+
+/// How a [`hold`] ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Released on the owner's request, the mark written down.
+    Released,
+    /// Released on the owner's request, but the mark could not be written down (the slot
+    /// frees as the store frees it: the session's end, the next start).
+    ReleaseFailed(StoreError),
+    /// Another writer changed the mark or the claim vanished: issuing stopped at once, the
+    /// loss is counted and the slot given back; claim again — a new claim of this `slot`
+    /// starts above `mark`, the highest mark this holder wrote ([`Claim::raise_floor`]),
+    /// whatever the other writer left in the store.
+    Stolen { slot: u32, mark: u64 },
+    /// The store's session ended. `holding`: a window was in force when it went.
+    SessionGone { reason: String, holding: bool },
+    /// The clock is further behind the floor than `--max-clock-wait` allows (by this much):
+    /// nothing written, nothing published, the claim still held — the caller gives it back.
+    ClockBehind(Duration),
+}
+
+/// How long the clock still needs to pass `floor`; `Err` with that wait when it exceeds
+/// `--max-clock-wait`. A mark written `horizon` ahead is passed up to two ticks after the
+/// horizon (the rest of the tick it was written in, and the mark's own tick), so those two
+/// ticks are allowed on top: `--max-clock-wait` equal to the horizon always waits out a crash.
+pub fn clock_wait(p: &Protocol, floor: u64) -> Result<Duration, Duration> {
+    if p.planted() == PlantedBug::SkipMarkWait {
+        return Ok(Duration::ZERO);
+    }
+    let wait = p.wait_past(floor);
+    if wait > p.timing.max_clock_wait + p.scheme.rounding_slack() {
+        Err(wait)
+    } else {
+        Ok(wait)
+    }
+}
+
+/// The floor of a claim: the mark its slot's last holder wrote, except under the planted bug
+/// [`PlantedBug::SkipMarkWait`] (campaign only), which starts just below the clock.
+fn claimed_floor(p: &Protocol, mark: u64) -> u64 {
+    match p.planted() {
+        PlantedBug::SkipMarkWait => mark.min(p.now_tick().saturating_sub(1)),
+        _ => mark,
+    }
+}
+
+/// What is written for a window reaching `mark`: `mark` itself, except under the planted bug
+/// [`PlantedBug::LowerMark`] (campaign only), which stores one horizon less.
+fn stored_mark(p: &Protocol, mark: u64, horizon: u64) -> u64 {
+    match p.planted() {
+        PlantedBug::LowerMark => mark.saturating_sub(horizon),
+        _ => mark,
+    }
+}
+
+/// The next mark to write: never below the one written, `horizon` ticks past now.
+pub fn next_mark<V>(claim: &Claim<V>, now_tick: u64, horizon: u64) -> u64 {
+    claim.mark.max(now_tick.saturating_add(horizon))
+}
+
+/// Carrying on after [`MarkStore::own_write`] found our earlier write of `value` at
+/// `version`: the claim to write from, and the mark to write now — never below `value` (that
+/// write may have been for a later time than `want` if the clock stepped back in between).
+pub fn recovered<V: Copy>(claim: &Claim<V>, version: V, value: u64, want: u64) -> (Claim<V>, u64) {
+    let claim = Claim {
+        mark: claim.mark.max(value),
+        version,
+        ..*claim
+    };
+    (claim, want.max(claim.mark))
+}
+
+/// The mark to write on release: the highest tick issued for `slot`, never below `floor`.
+pub fn mark_down(slot: u32, floor: u64, highest: Option<Issued>) -> u64 {
+    match highest {
+        Some(h) if h.slot == slot => h.tick.max(floor),
+        _ => floor,
+    }
+}
+
+/// Holds `claim`: waits for the clock to pass its floor, writes the first mark, publishes the
+/// window, renews it until the lease is lost, the store's session ends or the release is
+/// asked for. `generation` is bumped at each window published for a new claim.
+pub async fn hold<S: MarkStore>(
+    p: &Protocol,
+    store: &S,
+    mut claim: Claim<S::Version>,
+    stop: &mut Stop,
+    generation: &mut u64,
+) -> Outcome {
+    if let Some(end) = wait_past_floor(p, store, &claim, stop).await {
+        return end;
+    }
+    let horizon = p.scheme.ticks_in(p.timing.horizon);
+    let mut next = Duration::ZERO;
+    let mut published = false;
+    // Set once the mark ran out unrenewed (counted as an `unreachable` loss, once).
+    let mut lapsed = false;
+    // Marks written with no reply (the write may have been applied): our own if seen.
+    let mut unconfirmed: Vec<u64> = Vec::new();
+    loop {
+        if let Err(i) = stop.sleep(next).await {
+            let holding = published && !lapsed;
+            return interrupted(p, store, &claim, i, holding, &unconfirmed).await;
+        }
+        let mut want = next_mark(&claim, p.now_tick(), horizon);
+        let t = Instant::now();
+        let mut stored = stored_mark(p, want, horizon);
+        let runs_out = (published && !lapsed).then(|| p.wait_past(claim.mark));
+        let mut written = or_lapse(store.write(&claim, stored), runs_out, || {
+            lapse(p, store, &claim, &mut lapsed)
+        })
+        .await;
+        if matches!(written, Err(StoreError::Conflict(_))) && !unconfirmed.is_empty() {
+            // An earlier write whose reply was lost may have gone through: if it carries this
+            // claim's token, carry on from there (never below it).
+            if let Some((version, value)) = store.own_write(&claim, &unconfirmed).await {
+                tracing::info!(mark = value, "an earlier mark write had gone through");
+                (claim, want) = recovered(&claim, version, value, want);
+                stored = stored_mark(p, want, horizon);
+                written = store.write(&claim, stored).await;
+            }
+        }
+        match written {
+            Ok(version) => {
+                p.metrics
+                    .lease
+                    .renewal_seconds
+                    .observe(t.elapsed().as_secs_f64());
+                claim.mark = want;
+                claim.version = version;
+                publish(p, &claim, &mut published, &mut lapsed, generation);
+                unconfirmed.clear();
+                next = p.timing.renew_every;
+            }
+            Err(StoreError::SessionGone(e)) => {
+                let holding = published && !lapsed;
+                let reason = format!("renewing: {e}");
+                return Outcome::SessionGone { reason, holding };
+            }
+            Err(StoreError::Conflict(e)) => {
+                stolen(p, store, &claim, &e).await;
+                let (slot, mark) = (claim.slot, claim.mark);
+                return Outcome::Stolen { slot, mark };
+            }
+            Err(StoreError::Unavailable(e)) => {
+                // Unreachable or slow: the mark already written stays in force. The write
+                // may still have been applied.
+                unconfirmed.push(stored);
+                p.metrics.lease.renewals.with_label_values(&["error"]).inc();
+                tracing::warn!(
+                    error = %e,
+                    mark = claim.mark,
+                    attempted = want,
+                    "could not renew the time mark"
+                );
+                if published && !lapsed && p.now_tick() > claim.mark {
+                    lapse(p, store, &claim, &mut lapsed);
+                }
+                next = (p.timing.renew_every / 4).max(Duration::from_millis(50));
+            }
+        }
+    }
+}
+
+/// Waits until the clock is past the claim's floor, re-checking the bound in case the clock
+/// moves back meanwhile. `Some` when the hold ends instead.
+async fn wait_past_floor<S: MarkStore>(
+    p: &Protocol,
+    store: &S,
+    claim: &Claim<S::Version>,
+    stop: &mut Stop,
+) -> Option<Outcome> {
+    let started = Instant::now();
+    // Bounded: each pass sleeps what the clock says is left; the bound ends a clock that
+    // keeps moving back.
+    loop {
+        let wait = match clock_wait(p, claim.floor) {
+            Ok(w) => w,
+            Err(ahead) => return Some(Outcome::ClockBehind(ahead)),
+        };
+        if wait.is_zero() {
+            break;
+        }
+        if started.elapsed() + wait > p.timing.max_clock_wait + p.scheme.rounding_slack() {
+            return Some(Outcome::ClockBehind(wait));
+        }
+        tracing::info!(
+            slot = claim.slot,
+            wait_ms = wait.as_millis() as u64,
+            floor = claim.floor,
+            "waiting for the clock to pass the slot's mark"
+        );
+        p.pending(format!(
+            "waiting {wait:?} for the clock to pass slot {}'s mark",
+            claim.slot
+        ));
+        if let Err(i) = stop.sleep(wait).await {
+            return Some(interrupted(p, store, claim, i, false, &[]).await);
+        }
+    }
+    p.metrics
+        .lease
+        .mark_wait_seconds
+        .observe(started.elapsed().as_secs_f64());
+    None
+}
+
+/// What an interrupted wait means: the release (written down first), or the session's end.
+async fn interrupted<S: MarkStore>(
+    p: &Protocol,
+    store: &S,
+    claim: &Claim<S::Version>,
+    i: Interrupted,
+    holding: bool,
+    unconfirmed: &[u64],
+) -> Outcome {
+    match i {
+        Interrupted::Release(highest) => match release(p, store, claim, highest, unconfirmed).await
+        {
+            Ok(_) => Outcome::Released,
+            Err(e) => Outcome::ReleaseFailed(e),
+        },
+        Interrupted::SessionEnded => Outcome::SessionGone {
+            reason: "session ended while holding the lease".into(),
+            holding,
+        },
+    }
+}
+
+/// Awaits `write`; if `runs_out` (when given) passes first, calls `on_lapse` at that moment
+/// and goes on waiting for the write: a lapse is said when the mark runs out, not when a
+/// pending write finally fails.
+pub async fn or_lapse<F: Future>(
+    write: F,
+    runs_out: Option<Duration>,
+    on_lapse: impl FnOnce(),
+) -> F::Output {
+    let Some(runs_out) = runs_out else {
+        return write.await;
+    };
+    tokio::pin!(write);
+    tokio::select! {
+        r = &mut write => r,
+        _ = tokio::time::sleep(runs_out) => {
+            on_lapse();
+            write.await
+        }
+    }
+}
+
+/// The mark ran out unrenewed: the generator has stopped at it. Counted once as a loss
+/// (`unreachable`), and readiness says why until a write gets through.
+fn lapse<S: MarkStore>(p: &Protocol, store: &S, claim: &Claim<S::Version>, lapsed: &mut bool) {
+    *lapsed = true;
+    p.metrics
+        .lease
+        .losses
+        .with_label_values(&["unreachable"])
+        .inc();
+    tracing::warn!(
+        slot = claim.slot,
+        mark = claim.mark,
+        "lease lost: the time mark ran out while {} could not be written",
+        store.name()
+    );
+    p.tx.send_replace(LeaseState::Lost {
+        reason: format!(
+            "slot {}'s time mark ran out: {} cannot be written",
+            claim.slot,
+            store.name()
+        ),
+    });
+}
+
+/// Publishes the window after a successful mark write (a new generation the first time).
+fn publish<V>(
+    p: &Protocol,
+    claim: &Claim<V>,
+    published: &mut bool,
+    lapsed: &mut bool,
+    generation: &mut u64,
+) {
+    p.metrics.lease.renewals.with_label_values(&["ok"]).inc();
+    if !*published || *lapsed {
+        if !*published {
+            *generation += 1;
+        }
+        *published = true;
+        *lapsed = false;
+        tracing::info!(
+            slot = claim.slot,
+            floor = claim.floor,
+            mark = claim.mark,
+            "lease held"
+        );
+    }
+    p.tx.send_replace(LeaseState::Held(Window {
+        slot: claim.slot,
+        floor: claim.floor,
+        mark: claim.mark,
+        generation: *generation,
+    }));
+}
+
+/// Someone else wrote the mark or took the claim: stop issuing at once, count it, give the
+/// slot back (if still ours) for a clean claim.
+async fn stolen<S: MarkStore>(p: &Protocol, store: &S, claim: &Claim<S::Version>, e: &str) {
+    p.metrics.lease.renewals.with_label_values(&["error"]).inc();
+    p.metrics.lease.losses.with_label_values(&["stolen"]).inc();
+    let why = format!("slot {} lost: {e}", claim.slot);
+    tracing::warn!(reason = %why, "lease lost; claiming again");
+    p.tx.send_replace(LeaseState::Lost { reason: why });
+    store.give_back(claim.slot).await;
+}
+
+/// Releases the claim: the mark written down to the highest tick issued (never below the
+/// floor), the slot let go. `unconfirmed`: marks written with no reply since the last
+/// confirmed write — one of ours found in the store is written down from. The mark written,
+/// or why not (the slot then frees as the store frees it: the session's end, the next start).
+pub async fn release<S: MarkStore>(
+    p: &Protocol,
+    store: &S,
+    claim: &Claim<S::Version>,
+    highest: Option<Issued>,
+    unconfirmed: &[u64],
+) -> Result<u64, StoreError> {
+    p.tx.send_replace(LeaseState::Released);
+    let down = mark_down(claim.slot, claim.floor, highest);
+    let mut written = store.write_down(claim, down).await;
+    if matches!(written, Err(StoreError::Conflict(_))) && !unconfirmed.is_empty() {
+        if let Some((version, value)) = store.own_write(claim, unconfirmed).await {
+            let (claim, _) = recovered(claim, version, value, down);
+            written = store.write_down(&claim, down).await;
+        }
+    }
+    match written {
+        Ok(()) => {
+            tracing::info!(
+                slot = claim.slot,
+                mark = down,
+                "slot released; mark written down to the highest issued time"
+            );
+            Ok(down)
+        }
+        Err(e) => {
+            tracing::warn!(slot = claim.slot, error = %e, "could not release the slot cleanly");
+            Err(e)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,104 @@
+//! The store seam: what a store does for one slot's mark, so that one protocol
+//! ([`crate::lease::protocol`], where the invariant is stated and kept) runs over every store.
+//! A store implements [`MarkStore`]; how it hands out slots (a static one, a queue, probes)
+//! is its own business, outside the seam.
+
+use std::future::Future;
+
+/// A slot's mark as stored, with the version a compare-and-set must name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stored<V> {
+    pub mark: u64,
+    pub version: V,
+}
+
+/// Why a store operation failed, as the protocol must treat it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// Someone else wrote the mark, or our claim on the slot is gone: stop issuing at once.
+    #[error("{0}")]
+    Conflict(String),
+    /// The store's session ended: every claim made in it is gone.
+    #[error("{0}")]
+    SessionGone(String),
+    /// Cannot reach or write the store now (the write may still have been applied): the mark
+    /// already written stays in force.
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+/// What a store does for one slot: the seam between [`hold`] and where marks are kept.
+///
+/// A new store implements this (one file) and adds one line to the conformance suite
+/// (`tests/lease_conformance.rs`). How a store hands out slots (a static one, a queue, probes)
+/// is not part of it: its caller claims, builds a [`Claim`] and runs [`hold`].
+pub trait MarkStore: Send + Sync {
+    /// What changes with every write of a mark, for compare-and-set.
+    type Version: Copy + Eq + std::fmt::Debug + Send + Sync;
+
+    /// The store, for messages: "ZooKeeper", "the state file".
+    fn name(&self) -> &'static str;
+
+    /// Where slot `slot`'s mark is kept, for messages.
+    fn key(&self, slot: u32) -> String;
+
+    /// Reads the slot's mark and its version; a mark never written reads as 0.
+    fn read(
+        &self,
+        slot: u32,
+    ) -> impl Future<Output = Result<Stored<Self::Version>, StoreError>> + Send;
+
+    /// Writes `mark` with the claim's token if and only if the mark is still at
+    /// `claim.version` and the claim is still ours; the new version.
+    fn write(
+        &self,
+        claim: &Claim<Self::Version>,
+        mark: u64,
+    ) -> impl Future<Output = Result<Self::Version, StoreError>> + Send;
+
+    /// After writes whose replies were lost: if the mark holds one of `attempts` written with
+    /// this claim's token (and the claim is still ours), that write's version and value.
+    fn own_write(
+        &self,
+        claim: &Claim<Self::Version>,
+        attempts: &[u64],
+    ) -> impl Future<Output = Option<(Self::Version, u64)>> + Send;
+
+    /// Writes `mark` as [`MarkStore::write`] does and lets the slot go, atomically.
+    fn write_down(
+        &self,
+        claim: &Claim<Self::Version>,
+        mark: u64,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// After a loss: lets go of the slot if the claim is still ours (no mark is written).
+    fn give_back(&self, slot: u32) -> impl Future<Output = ()> + Send;
+}
+
+/// A claim on one slot, as its holder knows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Claim<V> {
+    pub slot: u32,
+    /// The mark read when the slot was claimed: this holder issues only ticks above it.
+    pub floor: u64,
+    /// The mark last written by this holder (the floor until the first write).
+    pub mark: u64,
+    /// The mark's version after this holder's last write (or as read at the claim).
+    pub version: V,
+    /// Random per claim, written with every mark: how [`MarkStore::own_write`] knows ours.
+    pub token: u64,
+}
+
+impl<V> Claim<V> {
+    /// Starts this claim above `at_least` too: a mark this process wrote for the slot before
+    /// (a lease of it lost to a foreign write, which may have lowered the stored mark).
+    pub fn raise_floor(&mut self, at_least: u64) {
+        self.floor = self.floor.max(at_least);
+        self.mark = self.mark.max(self.floor);
+    }
+
+    /// The token as stores write it: 16 hex digits.
+    pub fn token_hex(&self) -> String {
+        format!("{:016x}", self.token)
+    }
+}

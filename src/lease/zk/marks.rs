@@ -1,0 +1,175 @@
+//! ZooKeeper as a [`MarkStore`]: `marks/N` holds the mark (decimal ticks and the claim's
+//! token), its znode version is the compare-and-set base, and the claim is `slots/N`, an
+//! ephemeral node of this session. Why these operations keep IDs unique is
+//! `crate::lease::protocol`'s business; this file only maps them onto znodes:
+//!
+//! - a write is a `multi` checking `slots/N` at the version created (0: an ephemeral node's
+//!   data is never set) and setting `marks/N` at the version last seen. The check alone does
+//!   not prove the node ours (any holder's node has version 0); the compare-and-set on the
+//!   mark is what fences holders;
+//! - our own write is recognised when `slots/N` is still this session's and `marks/N` holds
+//!   one of our attempts with our token, one version on;
+//! - the write-down and the delete of `slots/N` are one `multi`.
+
+use super::session_gone;
+use super::tree::{acls, mark_data, parse_mark, parse_mark_and_token, Paths};
+use crate::lease::protocol::{Claim, MarkStore, StoreError, Stored};
+use zookeeper_client as zk;
+
+/// The version of `slots/N` as this session created it: ephemeral, its data never set.
+const SLOT_VERSION: i32 = 0;
+
+/// One session's view of a pool's marks.
+pub struct ZkMarks {
+    pub client: zk::Client,
+    pub paths: Paths,
+    /// Digest auth in use: nodes are created creator-only.
+    pub auth: bool,
+}
+
+/// How a ZooKeeper error bears on a claim.
+pub(crate) fn store_error(e: zk::Error) -> StoreError {
+    match e {
+        zk::Error::BadVersion | zk::Error::NoNode => StoreError::Conflict(e.to_string()),
+        e if session_gone(&e) => StoreError::SessionGone(e.to_string()),
+        e => StoreError::Unavailable(e.to_string()),
+    }
+}
+
+/// Why a mark could not be read: a corrupt mark is never guessed (the slot is skipped).
+pub enum Unreadable {
+    Corrupt(String),
+    Zk(zk::Error),
+}
+
+impl ZkMarks {
+    /// Reads `marks/N` and its version, creating it at 0 when missing (a slot never used;
+    /// marks are never deleted while anyone holds the slot).
+    pub async fn read_mark(&self, slot: u32) -> Result<Stored<i32>, Unreadable> {
+        let path = self.paths.mark(slot);
+        let persistent = zk::CreateMode::Persistent.with_acls(acls(self.auth));
+        for _ in 0..3 {
+            match self.client.get_data(&path).await {
+                Ok((data, stat)) => {
+                    let mark = parse_mark(&data).ok_or_else(|| {
+                        Unreadable::Corrupt(format!(
+                            "{path} holds {:?}, not a decimal time mark",
+                            String::from_utf8_lossy(&data)
+                        ))
+                    })?;
+                    return Ok(Stored {
+                        mark,
+                        version: stat.version,
+                    });
+                }
+                Err(zk::Error::NoNode) => {
+                    match self.client.create(&path, b"0", &persistent).await {
+                        Ok((stat, _)) => {
+                            return Ok(Stored {
+                                mark: 0,
+                                version: stat.version,
+                            })
+                        }
+                        Err(zk::Error::NodeExists) => continue,
+                        Err(e) => return Err(Unreadable::Zk(e)),
+                    }
+                }
+                Err(e) => return Err(Unreadable::Zk(e)),
+            }
+        }
+        Err(Unreadable::Zk(zk::Error::UnexpectedError(format!(
+            "{path} keeps changing"
+        ))))
+    }
+
+    /// Whether `slots/N` exists and this session created it.
+    async fn ours(&self, slot: u32) -> Result<bool, zk::Error> {
+        let (_, stat) = self.client.get_data(&self.paths.slot(slot)).await?;
+        Ok(stat.ephemeral_owner == self.client.session_id().0 && stat.version == SLOT_VERSION)
+    }
+
+    /// The `multi` of a mark write: `slots/N` still ours, `marks/N` at the version last seen.
+    fn mark_write(&self, claim: &Claim<i32>, mark: u64) -> Result<zk::MultiWriter<'_>, zk::Error> {
+        let mut w = self.client.new_multi_writer();
+        w.add_check_version(&self.paths.slot(claim.slot), SLOT_VERSION)?;
+        w.add_set_data(
+            &self.paths.mark(claim.slot),
+            &mark_data(mark, &claim.token_hex()),
+            Some(claim.version),
+        )?;
+        Ok(w)
+    }
+
+    /// Deletes `slots/N` if this session created it: whether it did.
+    pub async fn delete_if_ours(&self, slot: u32) -> bool {
+        let path = self.paths.slot(slot);
+        match self.client.get_data(&path).await {
+            Ok((_, stat)) if stat.ephemeral_owner == self.client.session_id().0 => {
+                self.client.delete(&path, Some(stat.version)).await.is_ok()
+            }
+            _ => false,
+        }
+    }
+}
+
+impl MarkStore for ZkMarks {
+    type Version = i32;
+
+    fn name(&self) -> &'static str {
+        "ZooKeeper"
+    }
+
+    fn key(&self, slot: u32) -> String {
+        self.paths.mark(slot)
+    }
+
+    async fn read(&self, slot: u32) -> Result<Stored<i32>, StoreError> {
+        self.read_mark(slot).await.map_err(|e| match e {
+            Unreadable::Corrupt(why) => StoreError::Unavailable(why),
+            Unreadable::Zk(e) => store_error(e),
+        })
+    }
+
+    async fn write(&self, claim: &Claim<i32>, mark: u64) -> Result<i32, StoreError> {
+        let mut w = self.mark_write(claim, mark).map_err(store_error)?;
+        let results = w.commit().await.map_err(|e| store_error(e.into()))?;
+        match results.into_iter().nth(1) {
+            Some(zk::MultiWriteResult::SetData { stat }) => Ok(stat.version),
+            other => Err(StoreError::Unavailable(format!(
+                "unexpected multi result {other:?}"
+            ))),
+        }
+    }
+
+    async fn own_write(&self, claim: &Claim<i32>, attempts: &[u64]) -> Option<(i32, u64)> {
+        if !self.ours(claim.slot).await.ok()? {
+            return None;
+        }
+        let (data, stat) = self
+            .client
+            .get_data(&self.paths.mark(claim.slot))
+            .await
+            .ok()?;
+        let (value, token) = parse_mark_and_token(&data)?;
+        let ours = token == Some(claim.token_hex().as_str());
+        (ours && stat.version == claim.version + 1 && attempts.contains(&value))
+            .then_some((stat.version, value))
+    }
+
+    async fn write_down(&self, claim: &Claim<i32>, mark: u64) -> Result<(), StoreError> {
+        if !self.ours(claim.slot).await.map_err(store_error)? {
+            return Err(StoreError::Conflict(
+                "the slot node is no longer ours".into(),
+            ));
+        }
+        let mut w = self.mark_write(claim, mark).map_err(store_error)?;
+        w.add_delete(&self.paths.slot(claim.slot), Some(SLOT_VERSION))
+            .map_err(store_error)?;
+        w.commit().await.map_err(|e| store_error(e.into()))?;
+        Ok(())
+    }
+
+    async fn give_back(&self, slot: u32) {
+        self.delete_if_ours(slot).await;
+    }
+}

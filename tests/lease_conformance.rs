@@ -1,0 +1,511 @@
+//! The lease protocol's conformance suite, run against every store: the state file and a real
+//! ZooKeeper (started per test on a loopback port). Each check drives the one hold loop
+//! (`idcar::lease::protocol::hold`) over the store; faults the store cannot be asked for
+//! (a lost reply, a failing write) come from thin wrappers around the real store, never a
+//! mock of it. A new store is one `Fixture` and one `conformance!` line at the end.
+
+mod common;
+
+use common::zk::Zk;
+use idcar::clock::{Clock, ManualClock, SystemClock};
+use idcar::layout::{by_name, LayoutParams};
+use idcar::lease::local::FileMarks;
+use idcar::lease::protocol::{
+    self, Claim, MarkStore, Outcome, Protocol, StoreError, Stored, Timing,
+};
+use idcar::lease::stop::Stop;
+use idcar::lease::zk::{Paths, ZkMarks};
+use idcar::lease::{Issued, LeaseState, Window};
+use idcar::metrics::Metrics;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::{oneshot, watch};
+use zookeeper_client as zk;
+
+const SLOT: u32 = 3;
+const HORIZON: Duration = Duration::from_millis(400);
+
+/// A store under test: how to become a holder of `SLOT`, and how others touch its mark.
+trait Fixture: Send + Sync + Sized + 'static {
+    type S: MarkStore + 'static;
+    async fn new() -> Self;
+    /// A holder of the slot, claimed the way this store claims (retrying while a previous
+    /// holder still has it).
+    async fn holder(&self) -> Self::S;
+    /// Someone else (an operator, another holder) writes `mark` with another token.
+    async fn foreign_write(&self, mark: u64);
+    /// The slot's mark as stored.
+    async fn stored(&self) -> u64;
+}
+
+struct FileFixture {
+    dir: tempfile::TempDir,
+}
+
+impl FileFixture {
+    fn path(&self) -> std::path::PathBuf {
+        self.dir.path().join("state.json")
+    }
+}
+
+const KEY: &str = "lable64/0/3";
+
+impl Fixture for FileFixture {
+    type S = FileMarks;
+    async fn new() -> Self {
+        FileFixture {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+    async fn holder(&self) -> FileMarks {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match FileMarks::open(&self.path(), KEY) {
+                Ok(s) => return s,
+                Err(e) if Instant::now() > deadline => panic!("{e}"),
+                Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+            }
+        }
+    }
+    async fn foreign_write(&self, mark: u64) {
+        // An operator's edit, past the holder's lock (which only keeps idcar processes out).
+        let text = format!(
+            r#"{{"version":1,"marks":{{"{KEY}":{mark}}},"tokens":{{"{KEY}":"00000000000000ff"}}}}"#
+        );
+        std::fs::write(self.path(), text).unwrap();
+    }
+    async fn stored(&self) -> u64 {
+        let text = std::fs::read_to_string(self.path()).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        v["marks"][KEY].as_u64().unwrap()
+    }
+}
+
+struct ZkFixture {
+    zk: Zk,
+    client: zk::Client,
+    paths: Paths,
+}
+
+impl Fixture for ZkFixture {
+    type S = ZkMarks;
+    async fn new() -> Self {
+        let zk = Zk::standalone();
+        let client = zk.client().await;
+        let paths = Paths::new("/conformance", "lable64", 0);
+        for dir in [paths.slots(), paths.marks()] {
+            let mode = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+            client.mkdir(&dir, &mode).await.unwrap();
+        }
+        ZkFixture { zk, client, paths }
+    }
+    async fn holder(&self) -> ZkMarks {
+        let client = self.zk.client().await;
+        let eph = zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match client.create(&self.paths.slot(SLOT), b"{}", &eph).await {
+                Ok(_) => break,
+                Err(zk::Error::NodeExists) if Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(20)).await
+                }
+                Err(e) => panic!("claiming slot {SLOT}: {e}"),
+            }
+        }
+        ZkMarks {
+            client,
+            paths: self.paths.clone(),
+            auth: false,
+        }
+    }
+    async fn foreign_write(&self, mark: u64) {
+        let data = format!("{mark} 00000000000000ff");
+        let path = self.paths.mark(SLOT);
+        self.client
+            .set_data(&path, data.as_bytes(), None)
+            .await
+            .unwrap();
+    }
+    async fn stored(&self) -> u64 {
+        let (d, _) = self.client.get_data(&self.paths.mark(SLOT)).await.unwrap();
+        idcar::lease::zk::tree::parse_mark(&d).unwrap()
+    }
+}
+
+/// A store whose writes can be made to fail, or to lose their replies, on demand: the real
+/// store underneath, and every mark that reached it recorded.
+struct Faulty<S> {
+    inner: S,
+    /// Writes from now on: `Ok`, fail before reaching the store, or apply and lose the reply.
+    mode: Arc<AtomicU32>,
+    /// Every mark written (the reply kept or lost), in order.
+    written: Arc<Mutex<Vec<u64>>>,
+}
+
+const PASS: u32 = 0;
+const FAIL: u32 = 1;
+const LOSE_REPLY: u32 = 2;
+/// Not applied, reply lost (the test then writes the same value itself, as a foreigner).
+const DROP: u32 = 3;
+
+impl<S: MarkStore> MarkStore for Faulty<S> {
+    type Version = S::Version;
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+    fn key(&self, slot: u32) -> String {
+        self.inner.key(slot)
+    }
+    async fn read(&self, slot: u32) -> Result<Stored<S::Version>, StoreError> {
+        self.inner.read(slot).await
+    }
+    async fn write(&self, c: &Claim<S::Version>, mark: u64) -> Result<S::Version, StoreError> {
+        match self.mode.load(Ordering::SeqCst) {
+            FAIL => return Err(StoreError::Unavailable("injected: store down".into())),
+            DROP => {
+                self.written.lock().unwrap().push(mark);
+                self.mode.store(FAIL, Ordering::SeqCst);
+                return Err(StoreError::Unavailable("injected: reply lost".into()));
+            }
+            _ => {}
+        }
+        let r = self.inner.write(c, mark).await;
+        if r.is_ok() {
+            self.written.lock().unwrap().push(mark);
+        }
+        if r.is_ok() && self.mode.load(Ordering::SeqCst) == LOSE_REPLY {
+            self.mode.store(PASS, Ordering::SeqCst);
+            return Err(StoreError::Unavailable("injected: reply lost".into()));
+        }
+        r
+    }
+    async fn own_write(
+        &self,
+        c: &Claim<S::Version>,
+        attempts: &[u64],
+    ) -> Option<(S::Version, u64)> {
+        self.inner.own_write(c, attempts).await
+    }
+    async fn write_down(&self, c: &Claim<S::Version>, mark: u64) -> Result<(), StoreError> {
+        self.inner.write_down(c, mark).await
+    }
+    async fn give_back(&self, slot: u32) {
+        self.inner.give_back(slot).await
+    }
+}
+
+/// A running hold over a store: its states, the release, its outcome.
+struct Running {
+    rx: watch::Receiver<LeaseState>,
+    release: oneshot::Sender<Option<Issued>>,
+    task: tokio::task::JoinHandle<Outcome>,
+    metrics: Arc<Metrics>,
+    mode: Arc<AtomicU32>,
+    written: Arc<Mutex<Vec<u64>>>,
+}
+
+async fn ended(task: tokio::task::JoinHandle<Outcome>) -> Outcome {
+    tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .expect("the hold ends in time")
+        .unwrap()
+}
+
+fn protocol(clock: Arc<dyn Clock>) -> (Protocol, watch::Receiver<LeaseState>) {
+    let scheme = by_name("lable64", LayoutParams::default())
+        .unwrap()
+        .scheme();
+    let (tx, rx) = watch::channel(LeaseState::Pending {
+        reason: "test".into(),
+    });
+    let p = Protocol {
+        scheme,
+        clock,
+        metrics: Arc::new(Metrics::new("lable64", 0)),
+        timing: Timing {
+            horizon: HORIZON,
+            renew_every: Duration::from_millis(100),
+            max_clock_wait: Duration::from_secs(3),
+        },
+        tx,
+        planted: Default::default(),
+    };
+    (p, rx)
+}
+
+/// Claims the slot in `store` (reading its mark) and runs the hold loop on a task.
+async fn run<S: MarkStore + 'static>(store: S, clock: Arc<dyn Clock>, mode: u32) -> Running {
+    let (p, rx) = protocol(clock);
+    let stored = store.read(SLOT).await.expect("the mark reads");
+    let claim = Claim::new(&p, SLOT, stored);
+    let (release, release_rx) = oneshot::channel();
+    let mode = Arc::new(AtomicU32::new(mode));
+    let written = Arc::new(Mutex::new(Vec::new()));
+    let faulty = Faulty {
+        inner: store,
+        mode: mode.clone(),
+        written: written.clone(),
+    };
+    let metrics = p.metrics.clone();
+    let task = tokio::spawn(async move {
+        let mut stop = Stop::new(release_rx);
+        let mut generation = 0;
+        protocol::hold(&p, &faulty, claim, &mut stop, &mut generation).await
+    });
+    Running {
+        rx,
+        release,
+        task,
+        metrics,
+        mode,
+        written,
+    }
+}
+
+impl Running {
+    /// The next published window satisfying `f` (bounded wait).
+    async fn window(&mut self, f: impl Fn(&Window) -> bool) -> Window {
+        let st = tokio::time::timeout(
+            Duration::from_secs(10),
+            self.rx.wait_for(|s| s.window().is_some_and(|w| f(&w))),
+        )
+        .await
+        .expect("a window in time")
+        .expect("the hold is running");
+        st.window().unwrap()
+    }
+
+    async fn outcome(self) -> Outcome {
+        ended(self.task).await
+    }
+
+    async fn release(self, highest: Option<Issued>) -> Outcome {
+        let _ = self.release.send(highest);
+        ended(self.task).await
+    }
+
+    fn losses(&self, reason: &str) -> u64 {
+        self.metrics.lease.losses.with_label_values(&[reason]).get()
+    }
+}
+
+fn now_tick() -> u64 {
+    let scheme = by_name("lable64", LayoutParams::default())
+        .unwrap()
+        .scheme();
+    scheme.now_tick(&SystemClock)
+}
+
+/// A first claim of a never-used slot: floor 0, and the window is published only once its
+/// mark is in the store.
+async fn first_claim<F: Fixture>() {
+    let f = F::new().await;
+    let mut r = run(f.holder().await, Arc::new(SystemClock), PASS).await;
+    let w = r.window(|_| true).await;
+    assert_eq!(w.floor, 0);
+    let stored = f.stored().await;
+    assert!(
+        stored >= w.mark,
+        "published {} beyond the stored {stored}",
+        w.mark
+    );
+    assert!(w.mark >= now_tick() + 100, "a horizon ahead: {w:?}");
+    assert_eq!(r.release(None).await, Outcome::Released);
+}
+
+/// A holder that vanished without releasing: its successor reads its mark as the floor and
+/// publishes only once the clock is past it.
+async fn successor_waits_past_the_mark<F: Fixture>() {
+    let f = F::new().await;
+    let mut a = run(f.holder().await, Arc::new(SystemClock), PASS).await;
+    let wa = a.window(|_| true).await;
+    a.task.abort(); // a crash: no write-down
+    let _ = a.task.await;
+    let before = f.stored().await;
+    assert!(before >= wa.mark);
+    let mut b = run(f.holder().await, Arc::new(SystemClock), PASS).await;
+    let wb = b.window(|_| true).await;
+    let at = now_tick();
+    assert_eq!(wb.floor, before, "the successor's floor is the stored mark");
+    assert!(
+        at > before,
+        "published at tick {at}, not past the mark {before}"
+    );
+    let waited = b.metrics.lease.mark_wait_seconds.get_sample_sum();
+    assert!(waited > 0.05, "waited {waited}s");
+    assert_eq!(b.release(None).await, Outcome::Released);
+}
+
+/// A write applied whose reply was lost is recognised as ours (our token) and the lease
+/// carries on; a foreign write of the very value we tried, in place of our lost one, is not
+/// taken for ours: the lease is stolen.
+async fn lost_reply_recovered_only_with_our_token<F: Fixture>() {
+    let f = F::new().await;
+    let mut r = run(f.holder().await, Arc::new(SystemClock), PASS).await;
+    let w1 = r.window(|_| true).await;
+    r.mode.store(LOSE_REPLY, Ordering::SeqCst);
+    let w2 = r.window(|w| w.mark > w1.mark + 150).await;
+    assert_eq!(w2.generation, w1.generation, "the same lease carried on");
+    assert_eq!(r.losses("stolen"), 0);
+    assert!(f.stored().await >= w2.mark);
+
+    r.mode.store(DROP, Ordering::SeqCst);
+    // The dropped write turns the store to FAIL: its value is then the last one recorded.
+    for _ in 0..1_000 {
+        if r.mode.load(Ordering::SeqCst) == FAIL {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(r.mode.load(Ordering::SeqCst), FAIL, "a write was dropped");
+    let tried = *r.written.lock().unwrap().last().unwrap();
+    f.foreign_write(tried).await;
+    r.mode.store(PASS, Ordering::SeqCst);
+    assert!(matches!(
+        r.outcome().await,
+        Outcome::Stolen { slot: SLOT, .. }
+    ));
+}
+
+/// The clock steps back: renewals keep writing the mark already reached, never lower.
+async fn renewal_never_lowers_the_mark<F: Fixture>() {
+    let f = F::new().await;
+    let clock = Arc::new(ManualClock::new(SystemClock.now_unix_ns()));
+    let mut r = run(f.holder().await, clock.clone(), PASS).await;
+    let w = r.window(|_| true).await;
+    clock.set(clock.now_unix_ns() - 10_000_000_000);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let written = r.written.lock().unwrap().clone();
+    assert!(written.len() >= 3, "{written:?}");
+    assert!(written.windows(2).all(|p| p[0] <= p[1]), "{written:?}");
+    assert!(f.stored().await >= w.mark);
+    assert_eq!(r.window(|_| true).await.mark, w.mark);
+    assert_eq!(r.release(None).await, Outcome::Released);
+}
+
+/// The store stops taking writes: the published mark stays in force until it runs out, the
+/// lease then says it is lost (counted once), and no later window reaches past it.
+async fn a_lapse_stops_issuing_at_the_mark<F: Fixture>() {
+    let f = F::new().await;
+    let mut r = run(f.holder().await, Arc::new(SystemClock), PASS).await;
+    r.window(|_| true).await;
+    r.mode.store(FAIL, Ordering::SeqCst);
+    // A write already under way when the store went down may still land: let it.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let last = r.rx.borrow().window().unwrap().mark;
+    let lost = tokio::time::timeout(
+        Duration::from_secs(5),
+        r.rx.wait_for(|s| matches!(s, LeaseState::Lost { .. })),
+    )
+    .await
+    .expect("lost in time")
+    .unwrap()
+    .clone();
+    let at = now_tick();
+    assert!(
+        at > last,
+        "lost at tick {at}, before the mark {last} ran out"
+    );
+    assert!(at < last + 150, "said late: tick {at}, mark {last}");
+    assert!(
+        format!("{lost:?}").contains("cannot be written"),
+        "{lost:?}"
+    );
+    assert_eq!(r.losses("unreachable"), 1);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(r.losses("unreachable"), 1, "counted once");
+    assert!(r.rx.borrow().window().is_none());
+    // Writes get through again: the same lease is back, a horizon past the clock.
+    r.mode.store(PASS, Ordering::SeqCst);
+    let w = r.window(|w| w.mark > last).await;
+    assert!(w.mark > now_tick());
+    assert_eq!(r.release(None).await, Outcome::Released);
+}
+
+/// Release writes the mark down to the highest tick issued, never below the floor.
+async fn release_writes_down<F: Fixture>() {
+    let f = F::new().await;
+    let mut r = run(f.holder().await, Arc::new(SystemClock), PASS).await;
+    let w = r.window(|_| true).await;
+    let issued = w.mark - 300;
+    let highest = Some(Issued {
+        slot: SLOT,
+        tick: issued,
+    });
+    assert_eq!(r.release(highest).await, Outcome::Released);
+    assert_eq!(f.stored().await, issued);
+    // And the slot is free for the next holder at once.
+    let mut b = run(f.holder().await, Arc::new(SystemClock), PASS).await;
+    assert_eq!(b.window(|_| true).await.floor, issued);
+    assert_eq!(b.release(None).await, Outcome::Released);
+}
+
+/// Someone else writes the mark: the next renewal fails its compare-and-set, the holder
+/// stops at once and counts the loss.
+async fn a_foreign_write_is_stolen<F: Fixture>() {
+    let f = F::new().await;
+    let mut r = run(f.holder().await, Arc::new(SystemClock), PASS).await;
+    let w = r.window(|_| true).await;
+    f.foreign_write(w.mark + 5_000).await;
+    let mut rx = r.rx.clone();
+    assert_eq!(r.losses("stolen"), 0);
+    let metrics = r.metrics.clone();
+    // The outcome names the highest mark this holder wrote: a new claim starts above it.
+    let out = r.outcome().await;
+    assert!(
+        matches!(out, Outcome::Stolen { slot: SLOT, mark } if mark >= w.mark),
+        "{out:?}"
+    );
+    assert!(matches!(*rx.borrow_and_update(), LeaseState::Lost { .. }));
+    assert_eq!(metrics.lease.losses.with_label_values(&["stolen"]).get(), 1);
+    assert_eq!(f.stored().await, w.mark + 5_000, "the foreign mark stays");
+}
+
+/// A store that fails every write: no window is ever published.
+async fn a_store_error_never_publishes<F: Fixture>() {
+    let f = F::new().await;
+    let mut r = run(f.holder().await, Arc::new(SystemClock), FAIL).await;
+    let published = tokio::time::timeout(
+        Duration::from_millis(800),
+        r.rx.wait_for(|s| s.window().is_some()),
+    )
+    .await
+    .is_ok();
+    assert!(!published, "a window was published: {:?}", *r.rx.borrow());
+    assert!(r.written.lock().unwrap().is_empty());
+    assert!(!matches!(r.release(None).await, Outcome::Stolen { .. }));
+}
+
+/// One test per check of the suite, for one store's fixture.
+macro_rules! checks {
+    ($fixture:ty; $($name:ident),*) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $name() {
+            super::$name::<$fixture>().await
+        }
+    )*};
+}
+
+/// The whole suite for one store.
+macro_rules! conformance {
+    ($store:ident, $fixture:ty) => {
+        mod $store {
+            use super::*;
+            checks!(
+                $fixture;
+                first_claim,
+                successor_waits_past_the_mark,
+                lost_reply_recovered_only_with_our_token,
+                renewal_never_lowers_the_mark,
+                a_lapse_stops_issuing_at_the_mark,
+                release_writes_down,
+                a_foreign_write_is_stolen,
+                a_store_error_never_publishes
+            );
+        }
+    };
+}
+
+conformance!(state_file, FileFixture);
+conformance!(zookeeper, ZkFixture);
