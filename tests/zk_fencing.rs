@@ -13,12 +13,6 @@ use common::*;
 use nix::sys::signal::Signal;
 use std::time::{Duration, Instant};
 
-/// Waits (bounded) for the process to exit; its exit status and log.
-async fn exits(i: &mut Idcar, limit: Duration) -> (std::process::ExitStatus, String) {
-    let st = i.wait_exit(limit).await;
-    (st, i.logs())
-}
-
 /// Someone else writes the holder's mark: the holder stops at once, counts a `stolen` loss,
 /// and claims again, issuing only above the mark written.
 #[tokio::test]
@@ -375,7 +369,7 @@ async fn release_under_load_hands_over_to_a_waiting_successor() {
     );
     assert!(!from_a.is_empty() && !from_b.is_empty());
     assert!(handover < Duration::from_secs(3), "{handover:?}");
-    let (st, logs) = exits(&mut a, Duration::from_secs(10)).await;
+    let (st, logs) = a.exit_and_logs(Duration::from_secs(10)).await;
     assert!(st.success(), "{logs}");
     assert_unique(&[from_a, from_b].concat());
 }

@@ -4,22 +4,10 @@
 
 mod common;
 
-use common::zk::{serve_args, start, Zk};
+use common::zk::{start, start_refused, Zk};
 use common::*;
 use nix::sys::signal::Signal;
 use std::time::{Duration, Instant};
-
-/// Starts an instance that is expected to refuse to run.
-async fn start_refused(connect: &str, extra: &[&str]) -> Idcar {
-    let args = serve_args(connect, extra);
-    Idcar::start_or_exit(&args.iter().map(String::as_str).collect::<Vec<_>>()).await
-}
-
-/// Waits (bounded) for the process to exit; its exit status and log.
-async fn exits(i: &mut Idcar, limit: Duration) -> (std::process::ExitStatus, String) {
-    let st = i.wait_exit(limit).await;
-    (st, i.logs())
-}
 
 /// An instance whose ID-shaping parameters differ from the pool's refuses to start, naming
 /// the parameter and both values; one that agrees joins.
@@ -30,14 +18,14 @@ async fn mismatched_pool_parameters_are_refused() {
     let mut first = start(&c, &["--layout", "si53", "--mid-bits", "5"]).await;
     first.wait_ready(Duration::from_secs(15)).await;
     let mut odd = start_refused(&c, &["--layout", "si53", "--mid-bits", "7"]).await;
-    let (st, log) = exits(&mut odd, Duration::from_secs(15)).await;
+    let (st, log) = odd.exit_and_logs(Duration::from_secs(15)).await;
     assert!(!st.success(), "{log}");
     assert!(
         log.contains("--mid-bits: the pool has 5, this instance 7"),
         "{log}"
     );
     let mut odd = start_refused(&c, &["--layout", "si53", "--base-clock", "1600000000000"]).await;
-    let (st, log) = exits(&mut odd, Duration::from_secs(15)).await;
+    let (st, log) = odd.exit_and_logs(Duration::from_secs(15)).await;
     assert!(
         !st.success() && log.contains("--base-clock: the pool has"),
         "{log}"
@@ -52,7 +40,7 @@ async fn mismatched_pool_parameters_are_refused() {
         &["--layout", "muid128", "--medallion-base", "0x20000000000"],
     )
     .await;
-    let (st, log) = exits(&mut odd, Duration::from_secs(15)).await;
+    let (st, log) = odd.exit_and_logs(Duration::from_secs(15)).await;
     assert!(
         !st.success() && log.contains("--medallion-base: the pool has"),
         "{log}"

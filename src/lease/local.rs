@@ -41,6 +41,15 @@ pub struct LocalConfig {
 /// The stored mark and the token (of the claim) that wrote it: what a write compares.
 pub type FileVersion = (u64, Option<u64>);
 
+/// A mark as read from the file (never written: 0, no token) with its version.
+fn stored(read: Option<(u64, Option<u64>)>) -> Stored<FileVersion> {
+    let (mark, token) = read.unwrap_or((0, None));
+    Stored {
+        mark,
+        version: (mark, token),
+    }
+}
+
 /// The state file as the protocol's store, for one key (the static slot's).
 #[derive(Clone, Debug)]
 pub struct FileMarks {
@@ -59,11 +68,7 @@ impl FileMarks {
 
     /// The stored mark and its version, read now.
     pub fn read_now(&self) -> Result<Stored<FileVersion>, LeaseError> {
-        let (mark, token) = self.file.read_with_token(&self.key)?.unwrap_or((0, None));
-        Ok(Stored {
-            mark,
-            version: (mark, token),
-        })
+        Ok(stored(self.file.read_with_token(&self.key)?))
     }
 
     /// Runs `f` on the file on a blocking thread.
@@ -113,12 +118,9 @@ impl MarkStore for FileMarks {
     }
 
     async fn read(&self, _slot: u32) -> Result<Stored<FileVersion>, StoreError> {
-        let r = self.blocking(|file, key| file.read_with_token(key)).await?;
-        let (mark, token) = r.unwrap_or((0, None));
-        Ok(Stored {
-            mark,
-            version: (mark, token),
-        })
+        Ok(stored(
+            self.blocking(|f, key| f.read_with_token(key)).await?,
+        ))
     }
 
     async fn write(

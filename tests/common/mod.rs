@@ -254,6 +254,12 @@ impl Idcar {
     }
 
     /// Waits (at most `limit`) for the process to exit.
+    /// Waits (bounded) for the process to exit: its exit status and its log.
+    pub async fn exit_and_logs(&mut self, limit: Duration) -> (ExitStatus, String) {
+        let st = self.wait_exit(limit).await;
+        (st, self.logs())
+    }
+
     pub async fn wait_exit(&mut self, limit: Duration) -> ExitStatus {
         let deadline = Instant::now() + limit;
         loop {

@@ -250,3 +250,9 @@ pub async fn start(connect: &str, extra: &[&str]) -> Idcar {
     let args = serve_args(connect, extra);
     Idcar::start(&args.iter().map(String::as_str).collect::<Vec<_>>()).await
 }
+
+/// Starts an instance in ZooKeeper mode that is expected to refuse to run.
+pub async fn start_refused(connect: &str, extra: &[&str]) -> Idcar {
+    let args = serve_args(connect, extra);
+    Idcar::start_or_exit(&args.iter().map(String::as_str).collect::<Vec<_>>()).await
+}
