@@ -63,6 +63,7 @@ fn config(connect: &str, root: &str, cluster: u8) -> ZkConfig {
             horizon: Duration::from_secs(3),
             renew_every: Duration::from_secs(1),
             max_clock_wait: Duration::from_secs(10),
+            starve: Duration::ZERO,
         },
         auth: None,
         pod: None,

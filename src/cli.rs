@@ -237,6 +237,12 @@ pub struct ServeArgs {
     #[cfg(feature = "fault-injection")]
     #[arg(long, hide = true, value_enum, default_value_t = crate::lease::planted::PlantedBug::None)]
     pub plant_bug: crate::lease::planted::PlantedBug,
+    /// Testing aid (builds with the cargo feature `fault-injection` only): hold every mark
+    /// write back this long after its mark was chosen, as a starved renewal path would (e.g.
+    /// `1200ms`).
+    #[cfg(feature = "fault-injection")]
+    #[arg(long, hide = true, default_value = "0s", value_parser = duration)]
+    pub starve_renewals: Duration,
     /// Worker threads of the async runtime.
     #[arg(long, env = "IDCAR_THREADS", default_value_t = 2)]
     pub threads: usize,

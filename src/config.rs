@@ -233,6 +233,16 @@ fn planted(_: &ServeArgs) -> crate::lease::planted::PlantedBug {
     crate::lease::planted::PlantedBug::None
 }
 
+#[cfg(feature = "fault-injection")]
+fn starve(a: &ServeArgs) -> Duration {
+    a.starve_renewals.min(HOUR)
+}
+
+#[cfg(not(feature = "fault-injection"))]
+fn starve(_: &ServeArgs) -> Duration {
+    Duration::ZERO
+}
+
 /// The layout, checked against the cluster ID and the clock.
 fn serve_layout(a: &ServeArgs, now_unix_ns: u64) -> Result<Box<dyn Layout>, UsageError> {
     let layout = build_layout(&a.layout, a.cluster_id)?;
@@ -338,6 +348,7 @@ fn timings(a: &ServeArgs) -> Result<Timing, UsageError> {
         horizon: a.lease_horizon,
         renew_every: a.renew_interval,
         max_clock_wait: a.max_clock_wait,
+        starve: starve(a),
     })
 }
 

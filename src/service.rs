@@ -1,9 +1,15 @@
 //! The ID service: the generator, the clock, the lease it follows, and the waits between ticks.
 //!
-//! Both socket interfaces call [`Service::issue`]. The generator is held under a mutex only
-//! while runs are taken and packed (no await, no sleep under the lock); when a tick's
-//! sequence is spent the request waits for the next tick on the precise [`Timer`], bounded by
-//! the request timeout.
+//! Both socket interfaces call [`Service::issue`] (or [`Service::issue_blocking`]). The
+//! generator is held under a std mutex only while runs are taken and packed (no await, no
+//! sleep, no log line under the lock).
+//!
+//! **Two paths.** While no request is waiting for a tick, a request takes its IDs straight
+//! under that short lock: many threads asking at once cost a few uncontended atomics each,
+//! never a sleep or a hand-over between threads. A request that finds the tick's sequence
+//! spent joins the *lane* (FIFO) and waits there for the next tick on the precise [`Timer`],
+//! bounded by the request timeout; while anyone is in the lane, newcomers queue behind it, so
+//! waits are shared out in arrival order instead of won by races (docs/benchmarks.md).
 
 use crate::clock::{kernel_monotonic_ns, Clock, ClockFaults};
 use crate::generator::{Generator, Issued, Refusal, Take, Window};
@@ -11,7 +17,7 @@ use crate::layout::{Layout, RequestOptions, Scheme};
 use crate::lease::LeaseState;
 use crate::metrics::Metrics;
 use crate::timer::Timer;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -53,9 +59,34 @@ impl IssueError {
 struct Pending {
     count: u64,
     left: u32,
-    start: Instant,
+    /// When the request joined the lane (its timeout runs from there: the direct path,
+    /// taken first, lasts microseconds and reads no clock for it).
+    start: Option<Instant>,
     /// On the kernel's clock, set at the first tick wait.
     wait_deadline: Option<u64>,
+}
+
+impl Pending {
+    /// When the request joined the lane (now, the first time this is asked).
+    fn started(&mut self) -> Instant {
+        *self.start.get_or_insert_with(Instant::now)
+    }
+}
+
+/// A request queued for (or in) the lane: counted in `waiting` while this lives.
+struct Queued<'a>(&'a AtomicUsize);
+
+impl<'a> Queued<'a> {
+    fn join(waiting: &'a AtomicUsize) -> Queued<'a> {
+        waiting.fetch_add(1, Ordering::AcqRel);
+        Queued(waiting)
+    }
+}
+
+impl Drop for Queued<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// Everything a request handler needs.
@@ -63,7 +94,9 @@ struct Pending {
 pub struct Service {
     layout: Box<dyn Layout>,
     scheme: Scheme,
-    generator: Mutex<Generator>,
+    /// On cache lines of its own: every request writes it, and the fields around it are
+    /// read by every request (a write beside them would move their line between cores too).
+    generator: Aligned<Mutex<Core>>,
     clock: Arc<dyn Clock>,
     /// Clocks found stalled (set by [`crate::clock::watch_clocks`] where one runs).
     clock_faults: Arc<ClockFaults>,
@@ -73,21 +106,33 @@ pub struct Service {
     limits: Limits,
     /// Set once shutdown begins: readiness is false from then on.
     draining: AtomicBool,
-    /// Requests pass through here in arrival order (tokio's mutex is FIFO). One that must wait
-    /// for the next tick keeps its place, so later requests cannot take every fresh tick from
-    /// under it: waits are shared out in order instead of won by races.
-    /// It also keeps what the log and metrics were told already: only requests update it.
+    /// Requests that must wait for a tick pass through here in arrival order (tokio's mutex
+    /// is FIFO). One that must wait keeps its place, so later requests cannot take every
+    /// fresh tick from under it. It also keeps what the log was told of overflow.
     lane: tokio::sync::Mutex<Reported>,
+    /// Requests in the lane or queued for it: while above 0, newcomers queue too.
+    waiting: AtomicUsize,
     /// What shapes the layout's IDs (flag name without dashes, value), for describe requests.
     params: std::sync::OnceLock<Vec<(String, String)>>,
 }
 
-/// What the log and metrics were told already, kept under the lane (which serialises every
-/// request), so reporting needs no atomics of its own.
-#[derive(Debug, Default)]
-struct Reported {
+/// Aligned to two cache lines (adjacent-line prefetching pairs them).
+#[derive(Debug)]
+#[repr(align(128))]
+struct Aligned<T>(T);
+
+/// The generator and what the metrics were told of its regressions, under one short lock.
+#[derive(Debug)]
+struct Core {
+    gen: Generator,
     /// Regressions already copied into the metric.
     regressions: u64,
+}
+
+/// What the log and metrics were told of overflow, kept under the lane (only requests that
+/// wait for a tick update it), so reporting needs no atomics of its own.
+#[derive(Debug, Default)]
+struct Reported {
     /// The tick the last overflowing request waited for (overflow is counted once per tick).
     overflow_tick: Option<u64>,
     /// Overflowing ticks not yet reported in the log.
@@ -110,7 +155,10 @@ impl Service {
         Ok(Arc::new(Service {
             layout,
             scheme,
-            generator: Mutex::new(generator),
+            generator: Aligned(Mutex::new(Core {
+                gen: generator,
+                regressions: 0,
+            })),
             clock,
             clock_faults: Arc::default(),
             timer: Timer::new()?,
@@ -119,6 +167,7 @@ impl Service {
             limits,
             draining: AtomicBool::new(false),
             lane: tokio::sync::Mutex::new(Reported::default()),
+            waiting: AtomicUsize::new(0),
             params: std::sync::OnceLock::new(),
         }))
     }
@@ -155,10 +204,26 @@ impl Service {
         self.clock_faults.clone()
     }
 
-    fn generator(&self) -> MutexGuard<'_, Generator> {
+    fn core(&self) -> MutexGuard<'_, Core> {
         // The generator's state stays consistent even if a holder panicked mid-way: every
         // mutation completes before any code that could panic.
-        self.generator.lock().unwrap_or_else(|p| p.into_inner())
+        self.generator.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn generator(&self) -> impl std::ops::DerefMut<Target = Generator> + '_ {
+        struct Gen<'a>(MutexGuard<'a, Core>);
+        impl std::ops::Deref for Gen<'_> {
+            type Target = Generator;
+            fn deref(&self) -> &Generator {
+                &self.0.gen
+            }
+        }
+        impl std::ops::DerefMut for Gen<'_> {
+            fn deref_mut(&mut self) -> &mut Generator {
+                &mut self.0.gen
+            }
+        }
+        Gen(self.core())
     }
 
     /// Installs each lease change in the generator until the lease channel closes.
@@ -276,17 +341,16 @@ impl Service {
         out: &mut Vec<u8>,
     ) -> Result<(), IssueError> {
         let mut p = self.prepare(count, opts)?;
-        let mut turn = match self.lane.try_lock() {
-            Ok(turn) => turn,
-            Err(_) => {
-                let deadline = p.start.checked_add(self.limits.max_wait).unwrap_or(p.start);
-                match tokio::time::timeout_at(deadline.into(), self.lane.lock()).await {
-                    Ok(turn) => turn,
-                    Err(_) => return Err(self.timed_out()),
-                }
-            }
-        };
         out.reserve(count as usize * self.layout.width());
+        if self.try_direct(&mut p, opts, out)? {
+            return Ok(());
+        }
+        let _queued = Queued::join(&self.waiting);
+        let start = p.started();
+        let deadline = start.checked_add(self.limits.max_wait).unwrap_or(start);
+        let Ok(mut turn) = tokio::time::timeout_at(deadline.into(), self.lane.lock()).await else {
+            return Err(self.timed_out());
+        };
         while let Some(wait) = self.step(&mut p, opts, out, &mut turn)? {
             self.timer.sleep(wait).await;
         }
@@ -304,22 +368,41 @@ impl Service {
         rt: &tokio::runtime::Handle,
     ) -> Result<(), IssueError> {
         let mut p = self.prepare(count, opts)?;
+        out.reserve(count as usize * self.layout.width());
+        if self.try_direct(&mut p, opts, out)? {
+            return Ok(());
+        }
+        let _queued = Queued::join(&self.waiting);
         let mut turn = match self.lane.try_lock() {
             Ok(turn) => turn,
             Err(_) => {
-                let left = self.limits.max_wait.saturating_sub(p.start.elapsed());
+                let left = self.limits.max_wait.saturating_sub(p.started().elapsed());
                 match rt.block_on(async { tokio::time::timeout(left, self.lane.lock()).await }) {
                     Ok(turn) => turn,
                     Err(_) => return Err(self.timed_out()),
                 }
             }
         };
-        out.reserve(count as usize * self.layout.width());
         while let Some(wait) = self.step(&mut p, opts, out, &mut turn)? {
             // A relative sleep: on time whatever std's clocks say (see `crate::timer`).
             std::thread::sleep(wait);
         }
         Ok(())
+    }
+
+    /// The direct path: while no request waits for a tick, takes what the current tick
+    /// allows. `Ok(true)` when the request is complete; `Ok(false)` when it must wait for a
+    /// tick (what it took so far stays in `out` and `p`): it then joins the lane.
+    fn try_direct(
+        &self,
+        p: &mut Pending,
+        opts: &RequestOptions,
+        out: &mut Vec<u8>,
+    ) -> Result<bool, IssueError> {
+        if self.waiting.load(Ordering::Acquire) > 0 {
+            return Ok(false);
+        }
+        Ok(self.take(p, opts, out)?.0.is_none())
     }
 
     /// Checks a request and counts its size.
@@ -333,7 +416,7 @@ impl Service {
         Ok(Pending {
             count,
             left: if opts.transaction { 1 } else { count as u32 },
-            start: Instant::now(),
+            start: None,
             wait_deadline: None,
         })
     }
@@ -348,7 +431,7 @@ impl Service {
 
     /// Issues what the current tick allows, under the generator's lock (no wait there):
     /// `Ok(None)` once the request is complete, `Ok(Some(d))` to wait `d` for the next tick
-    /// and call again, or the refusal.
+    /// and call again, or the refusal. Called in the lane (`told` is its state).
     fn step(
         &self,
         p: &mut Pending,
@@ -356,51 +439,16 @@ impl Service {
         out: &mut Vec<u8>,
         told: &mut Reported,
     ) -> Result<Option<Duration>, IssueError> {
-        let (wait_for, now_ns) = {
-            let mut g = self.generator();
-            let now_ns = self.clock.now_unix_ns();
-            let now = self.scheme.tick_at(now_ns).unwrap_or(0);
-            let outcome = loop {
-                match g.take(now, p.left) {
-                    Ok(Take::Run(run)) => {
-                        let ids = if opts.transaction {
-                            p.count as u32
-                        } else {
-                            run.len
-                        };
-                        self.layout.pack_run(&run, opts, ids, out);
-                        p.left -= run.len;
-                        if p.left == 0 {
-                            break Ok(None);
-                        }
-                    }
-                    Ok(Take::WaitFor { tick }) => break Ok(Some(tick)),
-                    Err(r) => break Err(r),
-                }
-            };
-            self.note_regressions(told, g.regressions());
-            drop(g);
-            match outcome {
-                Ok(w) => (w, now_ns),
-                Err(r) => {
-                    self.metrics.refusals.with_label_values(&[r.kind()]).inc();
-                    return Err(match r {
-                        Refusal::NoLease => IssueError::NoLease(self.lease_reason()),
-                        r => r.into(),
-                    });
-                }
-            }
-        };
-        let Some(tick) = wait_for else {
-            self.metrics.ids_issued.inc_by(p.count);
+        let (Some(tick), now_ns) = self.take(p, opts, out)? else {
             return Ok(None);
         };
         self.metrics.sequence_waits.inc();
         self.note_overflow(told, tick);
         // Tick waits are bounded on the kernel's clock (see `crate::timer`), from the first.
         let k = kernel_monotonic_ns();
+        let start = p.started();
         let end = *p.wait_deadline.get_or_insert_with(|| {
-            let left = self.limits.max_wait.saturating_sub(p.start.elapsed());
+            let left = self.limits.max_wait.saturating_sub(start.elapsed());
             k.saturating_add(u64::try_from(left.as_nanos()).unwrap_or(u64::MAX))
         });
         if k >= end {
@@ -416,6 +464,58 @@ impl Service {
             .tick_start_ns(tick + chunk - 1)
             .saturating_sub(now_ns);
         Ok(Some(Duration::from_nanos(until.min(end - k))))
+    }
+
+    /// Takes and packs what the current tick allows, under the generator's lock: `(None, _)`
+    /// once the request is complete (counted), `(Some(tick), now)` when it must wait for
+    /// `tick` (the clock read `now`), or the refusal (counted).
+    fn take(
+        &self,
+        p: &mut Pending,
+        opts: &RequestOptions,
+        out: &mut Vec<u8>,
+    ) -> Result<(Option<u64>, u64), IssueError> {
+        let mut core = self.core();
+        let now_ns = self.clock.now_unix_ns();
+        let now = self.scheme.tick_at(now_ns).unwrap_or(0);
+        let outcome = loop {
+            match core.gen.take(now, p.left) {
+                Ok(Take::Run(run)) => {
+                    let ids = if opts.transaction {
+                        p.count as u32
+                    } else {
+                        run.len
+                    };
+                    self.layout.pack_run(&run, opts, ids, out);
+                    p.left -= run.len;
+                    if p.left == 0 {
+                        break Ok(None);
+                    }
+                }
+                Ok(Take::WaitFor { tick }) => break Ok(Some(tick)),
+                Err(r) => break Err(r),
+            }
+        };
+        let regressed = core.gen.regressions().checked_sub(core.regressions);
+        core.regressions = core.gen.regressions();
+        drop(core);
+        if let Some(n) = regressed.filter(|n| *n > 0) {
+            self.note_regressions(n);
+        }
+        match outcome {
+            Ok(None) => {
+                self.metrics.ids_issued.inc_by(p.count);
+                Ok((None, now_ns))
+            }
+            Ok(Some(tick)) => Ok((Some(tick), now_ns)),
+            Err(r) => {
+                self.metrics.refusals.with_label_values(&[r.kind()]).inc();
+                Err(match r {
+                    Refusal::NoLease => IssueError::NoLease(self.lease_reason()),
+                    r => r.into(),
+                })
+            }
+        }
     }
 
     /// Counts a tick whose sequence ran out, once per tick, and logs it — at most one line a
@@ -444,203 +544,15 @@ impl Service {
         );
     }
 
-    fn note_regressions(&self, told: &mut Reported, total: u64) {
-        if total > told.regressions {
-            self.metrics
-                .clock_regressions
-                .inc_by(total - told.regressions);
-            told.regressions = total;
-            tracing::warn!(
-                total,
-                "the wall clock stepped back; issuing ahead of it up to the lease mark"
-            );
-        }
+    /// Counts (and logs) `new` regressions of the clock seen by the generator.
+    fn note_regressions(&self, new: u64) {
+        self.metrics.clock_regressions.inc_by(new);
+        tracing::warn!(
+            total = self.metrics.clock_regressions.get(),
+            "the wall clock stepped back; issuing ahead of it up to the lease mark"
+        );
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::clock::ManualClock;
-
-    use crate::layout::{by_name, LayoutParams};
-
-    fn service(
-        clock: Arc<ManualClock>,
-        window: Option<Window>,
-    ) -> (Arc<Service>, watch::Sender<LeaseState>) {
-        let layout = by_name(
-            "lable64",
-            LayoutParams {
-                cluster: 3,
-                ..Default::default()
-            },
-        )
-        .unwrap();
-        let state = match window {
-            Some(w) => LeaseState::Held(w),
-            None => LeaseState::Pending {
-                reason: "test".into(),
-            },
-        };
-        let (tx, rx) = watch::channel(state);
-        let limits = Limits {
-            max_batch: 1_000,
-            max_wait: Duration::from_secs(5),
-        };
-        let metrics = Arc::new(Metrics::new("lable64", 3));
-        (
-            Service::new(layout, clock, metrics, rx, limits).unwrap(),
-            tx,
-        )
-    }
-
-    fn win(floor: u64, mark: u64) -> Window {
-        Window {
-            slot: 5,
-            floor,
-            mark,
-            generation: 1,
-        }
-    }
-
-    #[tokio::test]
-    async fn issues_and_refuses_as_the_lease_says() {
-        let clock = Arc::new(ManualClock::new(1_000 * 1_000_000));
-        let (svc, tx) = service(clock.clone(), None);
-        tokio::spawn(svc.clone().follow_lease());
-        let mut out = Vec::new();
-        assert_eq!(
-            svc.issue(1, &RequestOptions::default(), &mut out).await,
-            Err(IssueError::NoLease("test".into()))
-        );
-        assert_eq!(
-            IssueError::NoLease("test".into()).to_string(),
-            "no lease is held: test",
-            "the refusal carries the lease's own reason"
-        );
-        assert!(svc.ready().is_err());
-        tx.send_replace(LeaseState::Held(win(0, 2_000)));
-        tokio::time::timeout(Duration::from_secs(5), async {
-            while svc.ready().is_err() {
-                tokio::task::yield_now().await;
-            }
-        })
-        .await
-        .unwrap();
-        svc.issue(10, &RequestOptions::default(), &mut out)
-            .await
-            .unwrap();
-        assert_eq!(out.len(), 80);
-        assert!(!svc
-            .issue(0, &RequestOptions::default(), &mut out)
-            .await
-            .unwrap_err()
-            .is_unavailable());
-        assert!(svc
-            .issue(1_001, &RequestOptions::default(), &mut out)
-            .await
-            .is_err());
-        clock.set(2_001 * 1_000_000);
-        assert_eq!(
-            svc.issue(1, &RequestOptions::default(), &mut out).await,
-            Err(IssueError::Refused(Refusal::MarkReached { mark: 2_000 }))
-        );
-        assert_eq!(
-            svc.close(),
-            Some(Issued {
-                slot: 5,
-                tick: 1_000
-            })
-        );
-    }
-
-    #[tokio::test]
-    async fn spent_tick_waits_until_deadline_then_times_out() {
-        // A frozen clock: the second batch of 64 can never be served, so it times out.
-        let clock = Arc::new(ManualClock::new(1_000 * 1_000_000));
-        let (svc, _tx) = service(clock, Some(win(0, 2_000)));
-        let mut out = Vec::new();
-        svc.issue(64, &RequestOptions::default(), &mut out)
-            .await
-            .unwrap();
-        let svc2 = Arc::new(Service {
-            limits: Limits {
-                max_batch: 1_000,
-                max_wait: Duration::from_millis(50),
-            },
-            ..Arc::into_inner(svc).unwrap()
-        });
-        let e = svc2
-            .issue(1, &RequestOptions::default(), &mut out)
-            .await
-            .unwrap_err();
-        assert_eq!(e, IssueError::TimedOut(Duration::from_millis(50)));
-        assert!(svc2.metrics.sequence_waits.get() >= 1);
-    }
-}
-
-#[cfg(test)]
-mod sno80_tests {
-    use super::*;
-    use crate::clock::ManualClock;
-
-    use crate::layout::{by_name, LayoutParams};
-
-    /// Through the service and the real layout: a clock step back toggles sno80's tick bit and
-    /// the IDs issued at the earlier time stay distinct from those issued before the step.
-    #[tokio::test]
-    async fn clock_step_back_toggles_the_tick_bit() {
-        let unit = 4_000_000u64;
-        let epoch = crate::layout::sno80::EPOCH_UNIX_NS;
-        let clock = Arc::new(ManualClock::new(epoch + 1_000 * unit));
-        let layout = by_name("sno80", LayoutParams::default()).unwrap();
-        let window = Window {
-            slot: 42,
-            floor: 900,
-            mark: 2_000,
-            generation: 1,
-        };
-        let (_tx, rx) = watch::channel(LeaseState::Held(window));
-        let limits = Limits {
-            max_batch: 1_000,
-            max_wait: Duration::from_secs(5),
-        };
-        let metrics = Arc::new(Metrics::new("sno80", 0));
-        let svc = Service::new(layout, clock.clone(), metrics, rx, limits).unwrap();
-        let opts = RequestOptions {
-            meta: Some(9),
-            transaction: false,
-        };
-        let mut out = Vec::new();
-        svc.issue(100, &opts, &mut out).await.unwrap();
-        clock.set(epoch + 950 * unit);
-        svc.issue(100, &opts, &mut out).await.unwrap();
-        let mut seen = std::collections::HashSet::new();
-        let mut ticks = Vec::new();
-        for id in out.chunks_exact(10) {
-            assert!(seen.insert(id.to_vec()), "duplicate {id:?}");
-            let f = svc.layout().decode(id).unwrap();
-            assert_eq!(
-                (f["meta"].as_u64(), f["partition"].as_u64()),
-                (Some(9), Some(42))
-            );
-            ticks.push((f["units"].as_u64().unwrap(), f["tick"].as_u64().unwrap()));
-        }
-        assert_eq!(ticks[0], (1_000, 0));
-        assert_eq!(
-            ticks[199],
-            (950, 1),
-            "after the step back: earlier units, other timeline"
-        );
-        assert_eq!(svc.metrics().clock_regressions.get(), 1);
-        assert_eq!(
-            svc.close(),
-            Some(Issued {
-                slot: 42,
-                tick: 1_000
-            }),
-            "the mark written down covers both timelines"
-        );
-    }
-}
+mod tests;

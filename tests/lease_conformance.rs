@@ -227,6 +227,7 @@ fn protocol(clock: Arc<dyn Clock>) -> (Protocol, watch::Receiver<LeaseState>) {
             horizon: HORIZON,
             renew_every: Duration::from_millis(100),
             max_clock_wait: Duration::from_secs(3),
+            starve: Duration::ZERO,
         },
         tx,
         planted: Default::default(),

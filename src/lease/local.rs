@@ -71,16 +71,15 @@ impl FileMarks {
         Ok(stored(self.file.read_with_token(&self.key)?))
     }
 
-    /// Runs `f` on the file on a blocking thread.
-    async fn blocking<T: Send + 'static>(
+    /// Runs `f` on the file, right here on the lease's own thread (`lease::runtime`), which
+    /// runs nothing that must not wait for it: a hand-over to a blocking-pool thread and back
+    /// would cost two more wake-ups per renewal, each a wait for a CPU on a busy node. The
+    /// generator stops at the mark on its own meanwhile, whatever this thread is doing.
+    async fn blocking<T>(
         &self,
-        f: impl FnOnce(&StateFile, &str) -> Result<T, LeaseError> + Send + 'static,
+        f: impl FnOnce(&StateFile, &str) -> Result<T, LeaseError>,
     ) -> Result<T, StoreError> {
-        let (file, key) = (self.file.clone(), self.key.clone());
-        match tokio::task::spawn_blocking(move || f(&file, &key)).await {
-            Ok(r) => r.map_err(|e| StoreError::Unavailable(e.to_string())),
-            Err(e) => Err(StoreError::Unavailable(e.to_string())),
-        }
+        f(&self.file, &self.key).map_err(|e| StoreError::Unavailable(e.to_string()))
     }
 
     /// Compare-and-set: writes `mark` with the claim's token if the stored (mark, token) is
@@ -253,6 +252,7 @@ mod tests {
                 horizon: Duration::from_secs(3),
                 renew_every: Duration::from_secs(1),
                 max_clock_wait: wait,
+                starve: Duration::ZERO,
             },
             planted: PlantedBug::None,
         };

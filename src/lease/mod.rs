@@ -12,6 +12,7 @@
 //! mark in a znode). [`stop`] ends any wait on the release request or a session's end.
 
 pub mod local;
+pub mod pace;
 pub mod planted;
 pub mod protocol;
 pub mod runtime;
@@ -130,6 +131,10 @@ pub struct Timing {
     pub renew_every: Duration,
     /// How long to wait for the clock to pass a claimed slot's mark before giving up.
     pub max_clock_wait: Duration,
+    /// Testing aid (cargo feature `fault-injection`, `--starve-renewals`; ignored in other
+    /// builds): every mark write is held back this long after its mark was chosen, as on a
+    /// starved renewal path.
+    pub starve: Duration,
 }
 
 /// What every lease shares: layout, clock, timings, metrics and the channel the lease is
@@ -167,6 +172,14 @@ impl Protocol {
             reason: e.to_string(),
         });
         e
+    }
+
+    /// The testing aid [`Timing::starve`]: zero unless built with `fault-injection`.
+    pub(crate) fn starve(&self) -> Duration {
+        #[cfg(feature = "fault-injection")]
+        return self.timing.starve;
+        #[cfg(not(feature = "fault-injection"))]
+        Duration::ZERO
     }
 
     pub(crate) fn planted(&self) -> PlantedBug {

@@ -19,7 +19,8 @@
 //!    once ([`Outcome::Stolen`]). A window `(floor, mark]` is published on the `watch` channel
 //!    only after a write of `mark` succeeded; a store error never publishes one.
 //! 4. **Renew, never lower** ([`next_mark`]: `max(mark, now + horizon)`), since the clock may
-//!    have stepped back.
+//!    have stepped back; renewals are timed by [`Pace`] from what is left of the mark and how
+//!    long renewals take lately, so a starved node renews earlier instead of lapsing.
 //! 5. **A lost reply** may have been applied: [`MarkStore::own_write`] recognises it only when
 //!    the mark holds a value we tried *with this claim's token* (random per claim, written
 //!    beside the ticks); a foreign write never carries it. Carrying on never lowers the mark
@@ -45,6 +46,7 @@
 pub use super::store::{Claim, MarkStore, StoreError, Stored};
 pub use super::{Protocol, Timing};
 
+use super::pace::Pace;
 use super::planted::PlantedBug;
 use super::stop::{Interrupted, Stop};
 use super::{Issued, LeaseState, Window};
@@ -159,12 +161,14 @@ pub async fn hold<S: MarkStore>(
     }
     let horizon = p.scheme.ticks_in(p.timing.horizon);
     let mut next = Duration::ZERO;
+    let mut pace = Pace::new(p.timing);
     let mut published = false;
     // Set once the mark ran out unrenewed (counted as an `unreachable` loss, once).
     let mut lapsed = false;
     // Marks written with no reply (the write may have been applied): our own if seen.
     let mut unconfirmed: Vec<u64> = Vec::new();
     loop {
+        let due = Instant::now() + next;
         if let Err(i) = stop.sleep(next).await {
             let holding = published && !lapsed;
             return interrupted(p, store, &claim, i, holding, &unconfirmed).await;
@@ -172,6 +176,7 @@ pub async fn hold<S: MarkStore>(
         let mut want = next_mark(&claim, p.now_tick(), horizon);
         let t = Instant::now();
         let mut stored = stored_mark(p, want, horizon);
+        starve(p).await;
         let runs_out = (published && !lapsed).then(|| p.wait_past(claim.mark));
         let mut written = or_lapse(store.write(&claim, stored), runs_out, || {
             lapse(p, store, &claim, &mut lapsed)
@@ -193,11 +198,21 @@ pub async fn hold<S: MarkStore>(
                     .lease
                     .renewal_seconds
                     .observe(t.elapsed().as_secs_f64());
+                let took = due.elapsed();
+                if published && !lapsed {
+                    if p.now_tick() > claim.mark {
+                        // The write outlived the mark without `or_lapse` seeing it (a store
+                        // that completes on its first poll, such as the state file).
+                        lapse(p, store, &claim, &mut lapsed);
+                    } else {
+                        pace.record(&p.metrics, p.wait_past(claim.mark), took);
+                    }
+                }
                 claim.mark = want;
                 claim.version = version;
                 publish(p, &claim, &mut published, &mut lapsed, generation);
                 unconfirmed.clear();
-                next = p.timing.renew_every;
+                next = pace.next(took, p.wait_past(claim.mark));
             }
             Err(StoreError::SessionGone(e)) => {
                 let holding = published && !lapsed;
@@ -226,6 +241,16 @@ pub async fn hold<S: MarkStore>(
                 next = (p.timing.renew_every / 4).max(Duration::from_millis(50));
             }
         }
+    }
+}
+
+/// The testing aid `--starve-renewals` (fault-injection builds): holds a mark write back
+/// after the mark to write was chosen, as a starved renewal path would. The rest of the
+/// lease's thread (the store's connection, its pings) runs on meanwhile.
+async fn starve(p: &Protocol) {
+    let d = p.starve();
+    if !d.is_zero() {
+        tokio::time::sleep(d).await;
     }
 }
 

@@ -54,16 +54,23 @@ impl End {
     }
 }
 
-/// Maps a ZooKeeper error to how the session ends: a dead session, or a fatal fault.
+/// Maps a ZooKeeper error (outside the mark's writes, which the protocol retries) to how the
+/// session ends: a fatal fault only for what no retry can mend (credentials and ACLs, a
+/// request ZooKeeper cannot serve); anything else — a connection lost or timed out, as the
+/// fault campaign found while the pool's parameters were being recorded — ends this session
+/// and the negotiator opens a new one (not ready meanwhile; nothing was published).
 pub(crate) fn classify(e: zk::Error, what: &str) -> End {
-    if session_gone(&e) {
-        End::gone(format!("{what}: {e}"))
-    } else if matches!(e, zk::Error::NoAuth | zk::Error::InvalidAcl) {
-        End::Fatal(LeaseError::Task(format!(
+    match e {
+        zk::Error::NoAuth | zk::Error::InvalidAcl => End::Fatal(LeaseError::Task(format!(
             "{what}: {e} (check --zk-auth and the ACLs under --zk-root)"
-        )))
-    } else {
-        End::Fatal(LeaseError::Task(format!("{what}: {e}")))
+        ))),
+        zk::Error::BadArguments(_)
+        | zk::Error::Unimplemented
+        | zk::Error::MarshallingError
+        | zk::Error::NoChildrenForEphemerals
+        | zk::Error::QuotaExceeded => End::Fatal(LeaseError::Task(format!("{what}: {e}"))),
+        e if session_gone(&e) => End::gone(format!("{what}: {e}")),
+        e => End::gone(format!("{what}: {e} (opening a new session)")),
     }
 }
 
@@ -184,4 +191,36 @@ async fn clock_behind(
     };
     let _ = protocol::release(&neg.proto, store, claim, None, &[]).await;
     Some(End::Fatal(e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A lost or slow connection outside the mark's writes opens a new session; only what no
+    /// retry can mend ends idcar.
+    #[test]
+    fn only_unmendable_errors_are_fatal() {
+        for e in [
+            zk::Error::ConnectionLoss,
+            zk::Error::Timeout,
+            zk::Error::SessionExpired,
+            zk::Error::NoNode,
+            zk::Error::Throttled,
+        ] {
+            let shown = e.to_string();
+            assert!(
+                matches!(classify(e, "x"), End::SessionGone { holding: false, .. }),
+                "{shown}"
+            );
+        }
+        for e in [
+            zk::Error::NoAuth,
+            zk::Error::InvalidAcl,
+            zk::Error::Unimplemented,
+        ] {
+            let shown = e.to_string();
+            assert!(matches!(classify(e, "x"), End::Fatal(_)), "{shown}");
+        }
+    }
 }

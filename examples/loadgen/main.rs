@@ -3,6 +3,8 @@
 //! ```text
 //! cargo build --release --bin idcar --example loadgen
 //! target/release/examples/loadgen                 # spawns target/release/idcar itself
+//! target/release/examples/loadgen --crowd-only    # phase 4 alone
+//! target/release/examples/loadgen --neighbour [--zk 127.0.0.1:2181]   # phase 5 alone
 //! target/release/examples/loadgen --socket /tmp/idcar.sock --no-spawn
 //! ```
 //!
@@ -18,6 +20,12 @@
 //!    window of D seconds; IDs/s counts the responses completed inside the window (the
 //!    whole-run figure, ramp and tail included, is printed too), and the share of the
 //!    layout's cap;
+//! 4. many clients at once (`crowd.rs`): 8, 16 and 64 connections, one single-ID request in
+//!    flight on each, against the floor and an idcar of its own (sno80: its cap is never the
+//!    limit), in alternating windows; medians and ratios of requests/s and CPU per request;
+//! 5. a busy neighbour (`neighbour.rs`, `--neighbour`, run alone): idcar with default lease
+//!    flags beside a process saturating the CPUs, a light client asking every 50 ms;
+//!    refusals, lease losses and renewal headroom, static and (with `--zk`) ZooKeeper mode.
 //!
 //! Every ID received is checked for duplicates across all phases. To keep hundreds of millions
 //! of IDs checkable in memory, each ID (up to 16 bytes) is reduced to a 64-bit key — exact for
@@ -25,8 +33,13 @@
 //! the keys are sorted once at the end. A key collision can only report a duplicate that is
 //! not one; it can never hide a real duplicate.
 
+mod crowd;
+mod latency;
+mod neighbour;
+
 use clap::Parser;
 use idcar::client::{BinaryClient, HttpClient};
+use latency::{args_latency, latency, Binary, Echo, OneRequest, SINGLE_ID};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use tokio::net::UnixStream;
@@ -90,12 +103,63 @@ struct Args {
     /// The idle pause before each of those requests.
     #[arg(long, default_value = "20ms", value_parser = humantime::parse_duration)]
     idle_pause: Duration,
+    /// Connection counts of the many-clients phase (empty: skip it).
+    #[arg(long, value_delimiter = ',', default_value = "8,16,64")]
+    crowd: Vec<usize>,
+    /// Each window of the many-clients phase.
+    #[arg(long, default_value = "3s", value_parser = humantime::parse_duration)]
+    crowd_window: Duration,
+    /// Rounds of the many-clients phase (each measures every count on both servers).
+    #[arg(long, default_value_t = 3)]
+    crowd_rounds: usize,
+    /// Arguments for the many-clients phase's own idcar.
+    #[arg(long, default_value = "--layout sno80")]
+    crowd_serve_args: String,
+    /// Only the many-clients phase.
+    #[arg(long)]
+    crowd_only: bool,
+    /// Only the busy-neighbour phase (idcar with default lease flags, plus --serve-args).
+    #[arg(long)]
+    neighbour: bool,
+    /// How long the neighbour is busy while the light client asks.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    neighbour_duration: Duration,
+    /// The neighbour's request loop: connections against its own std echo.
+    #[arg(long, default_value_t = 64)]
+    neighbour_connections: usize,
+    /// The neighbour's threads that only burn CPU.
+    #[arg(long, default_value_t = 0)]
+    neighbour_spinners: usize,
+    /// ZooKeeper (host:port) for the neighbour phase's ZooKeeper mode (else static only).
+    #[arg(long)]
+    zk: Option<String>,
+    /// Internal: run as the busy neighbour in this directory.
+    #[arg(long, hide = true)]
+    busy_neighbour: Option<PathBuf>,
+    /// Internal: how long the busy neighbour runs.
+    #[arg(long, hide = true, default_value = "70s", value_parser = humantime::parse_duration)]
+    busy_for: Duration,
 }
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     if let Some(path) = &args.echo_server {
         return echo_server(path);
+    }
+    if let Some(dir) = &args.busy_neighbour {
+        let (c, s) = (args.neighbour_connections, args.neighbour_spinners);
+        return neighbour::busy(dir, c, s, args.busy_for);
+    }
+    if args.neighbour {
+        return neighbour::run(&neighbour::Neighbour {
+            idcar: idcar_binary(&args)?,
+            duration: args.neighbour_duration,
+            connections: args.neighbour_connections,
+            spinners: args.neighbour_spinners,
+            every: Duration::from_millis(50),
+            zk: args.zk.clone(),
+            serve_args: args.serve_args.clone(),
+        });
     }
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -107,9 +171,13 @@ fn main() -> anyhow::Result<()> {
 /// The floor: a blocking, thread-per-connection echo with std. An 8-byte request gets a
 /// 16-byte answer, as idcar's single-ID binary frame does.
 fn echo_server(path: &Path) -> anyhow::Result<()> {
-    use std::io::{Read, Write};
     let _ = std::fs::remove_file(path);
-    let l = std::os::unix::net::UnixListener::bind(path)?;
+    serve_echo(std::os::unix::net::UnixListener::bind(path)?)
+}
+
+/// Serves the echo on `l`, a thread per connection.
+fn serve_echo(l: std::os::unix::net::UnixListener) -> anyhow::Result<()> {
+    use std::io::{Read, Write};
     for s in l.incoming() {
         let mut s = s?;
         std::thread::spawn(move || {
@@ -244,10 +312,10 @@ async fn run(args: Args) -> anyhow::Result<()> {
         .socket
         .clone()
         .unwrap_or_else(|| dir.path().join("idcar.sock"));
-    let child = if args.no_spawn {
+    let child = if args.no_spawn || args.crowd_only {
         None
     } else {
-        Some(spawn_idcar(&args, dir.path(), &socket).await?)
+        Some(spawn_idcar(&args, &args.serve_args, dir.path(), &socket).await?)
     };
     let echo_path = dir.path().join("echo.sock");
     let mut echo = start_echo(&echo_path).await?;
@@ -257,27 +325,11 @@ async fn run(args: Args) -> anyhow::Result<()> {
         "phase", "conns", "requests", "IDs/s", "p50", "p99", "p999"
     );
     let pids = (echo.id(), child.as_ref().map(|c| c.id()));
-    let lat = {
-        let (la, socket, echo_path) = (args_latency(&args), socket.clone(), echo_path.clone());
-        let pin = !args.no_pin;
-        tokio::task::spawn_blocking(move || {
-            let pinned: Vec<u32> = [Some(pids.0), pids.1].into_iter().flatten().collect();
-            if pin {
-                pin_threads(&pinned, Some(0))?;
-            }
-            let r = latency(&la, &socket, &echo_path, pids);
-            if pin {
-                pin_threads(&pinned, None)?;
-            }
-            r
-        })
-        .await??
-    };
-    seen.extend(lat);
-    if !args.latency_only {
-        for http in [false, true] {
-            throughput(&args, &socket, http, &mut seen).await?;
-        }
+    if !args.crowd_only {
+        seen.extend(single_and_batches(&args, &socket, &echo_path, pids).await?);
+    }
+    if !args.crowd.is_empty() && !args.latency_only {
+        seen.extend(many_clients(&args, dir.path(), &echo_path, echo.id()).await?);
     }
     seen.sort_unstable();
     let dups = seen.windows(2).filter(|w| w[0] == w[1]).count();
@@ -296,20 +348,102 @@ async fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Phase 1 (spawn mode): start idcar; report the time to its first IDs and its idle RSS.
-async fn spawn_idcar(
+/// Phases 2 and 3: single requests against the floor, then batches; the keys of the IDs.
+async fn single_and_batches(
+    args: &Args,
+    socket: &Path,
+    echo_path: &Path,
+    pids: (u32, Option<u32>),
+) -> anyhow::Result<Vec<u64>> {
+    let mut seen = Vec::new();
+    let lat = {
+        let (la, socket, echo_path) = (
+            args_latency(args),
+            socket.to_path_buf(),
+            echo_path.to_path_buf(),
+        );
+        let pin = !args.no_pin;
+        tokio::task::spawn_blocking(move || {
+            let pinned: Vec<u32> = [Some(pids.0), pids.1].into_iter().flatten().collect();
+            if pin {
+                pin_threads(&pinned, Some(0))?;
+            }
+            let r = latency(&la, &socket, &echo_path, pids);
+            if pin {
+                pin_threads(&pinned, None)?;
+            }
+            r
+        })
+        .await??
+    };
+    seen.extend(lat);
+    if !args.latency_only {
+        for http in [false, true] {
+            throughput(args, socket, http, &mut seen).await?;
+        }
+    }
+    Ok(seen)
+}
+
+/// Phase 4: many clients at once, against the floor and an idcar of its own.
+async fn many_clients(
     args: &Args,
     dir: &Path,
-    socket: &Path,
-) -> anyhow::Result<std::process::Child> {
-    let bin = match &args.idcar {
-        Some(b) => b.clone(),
+    echo_path: &Path,
+    echo_pid: u32,
+) -> anyhow::Result<Vec<u64>> {
+    let cdir = dir.join("crowd");
+    std::fs::create_dir_all(&cdir)?;
+    let csock = cdir.join("idcar.sock");
+    let mut c = spawn_idcar(args, &args.crowd_serve_args, &cdir, &csock).await?;
+    let crowd = crowd::Crowd {
+        conns: args.crowd.clone(),
+        window: args.crowd_window,
+        rounds: args.crowd_rounds.max(1),
+    };
+    let (echo_path, pid) = (echo_path.to_path_buf(), c.id());
+    let keys = tokio::task::spawn_blocking(move || {
+        let floor = crowd::Server {
+            path: &echo_path,
+            pid: echo_pid,
+            idcar: false,
+        };
+        let idcar = crowd::Server {
+            path: &csock,
+            pid,
+            idcar: true,
+        };
+        crowd::run(&crowd, floor, idcar)
+    })
+    .await?;
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(c.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    );
+    let _ = c.wait();
+    keys
+}
+
+/// The idcar binary to spawn: --idcar, else beside this example's directory.
+fn idcar_binary(args: &Args) -> anyhow::Result<PathBuf> {
+    match &args.idcar {
+        Some(b) => Ok(b.clone()),
         None => std::env::current_exe()?
             .parent()
             .and_then(Path::parent)
             .map(|d| d.join("idcar"))
-            .ok_or_else(|| anyhow::anyhow!("cannot locate idcar; pass --idcar"))?,
-    };
+            .ok_or_else(|| anyhow::anyhow!("cannot locate idcar; pass --idcar")),
+    }
+}
+
+/// Phase 1 (spawn mode): start idcar; report the time to its first IDs and its idle RSS.
+async fn spawn_idcar(
+    args: &Args,
+    serve_args: &str,
+    dir: &Path,
+    socket: &Path,
+) -> anyhow::Result<std::process::Child> {
+    let bin = idcar_binary(args)?;
     let t0 = Instant::now();
     let c = std::process::Command::new(&bin)
         .arg("serve")
@@ -318,7 +452,7 @@ async fn spawn_idcar(
         .arg("--state-file")
         .arg(dir.join("state"))
         .args(["--admin-addr", "none", "--log", "warn"])
-        .args(args.serve_args.split_whitespace())
+        .args(serve_args.split_whitespace())
         .spawn()
         .map_err(|e| {
             anyhow::anyhow!(
@@ -359,239 +493,6 @@ async fn start_echo(echo_path: &Path) -> anyhow::Result<std::process::Child> {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     Ok(echo)
-}
-
-/// What the latency phase needs from the arguments (it runs on a blocking thread).
-struct LatencyArgs {
-    requests: usize,
-    /// The least time from one request's start to the next's.
-    interval: Duration,
-    http_path: String,
-    idle_probes: usize,
-    idle_pause: Duration,
-}
-
-fn args_latency(a: &Args) -> LatencyArgs {
-    LatencyArgs {
-        requests: a.latency_requests,
-        interval: Duration::from_secs_f64(1.0 / a.pace.unwrap_or(a.cap * 0.8).max(1.0)),
-        http_path: a
-            .http_format
-            .as_ref()
-            .map_or("/id".into(), |f| format!("/id?format={f}")),
-        idle_probes: a.idle_probes,
-        idle_pause: a.idle_pause,
-    }
-}
-
-/// A blocking client of one kind of server, for the latency phase: one request, its key.
-trait OneRequest {
-    fn once(&mut self) -> anyhow::Result<Option<u64>>;
-}
-
-struct Echo(std::os::unix::net::UnixStream);
-
-impl OneRequest for Echo {
-    fn once(&mut self) -> anyhow::Result<Option<u64>> {
-        use std::io::{Read, Write};
-        let mut buf = [0u8; 16];
-        self.0.write_all(&SINGLE_ID)?;
-        self.0.read_exact(&mut buf)?;
-        Ok(None)
-    }
-}
-
-/// idcar's binary request for one ID (the echo gets the same 8 bytes).
-const SINGLE_ID: [u8; 8] = [0xD1, 1, 0, 4, 0, 0, 0, 1];
-
-struct Binary(std::os::unix::net::UnixStream, Vec<u8>);
-
-impl OneRequest for Binary {
-    fn once(&mut self) -> anyhow::Result<Option<u64>> {
-        use idcar::server::frame::{parse_response_header, RESPONSE_HEADER};
-        use std::io::{Read, Write};
-        self.0.write_all(&SINGLE_ID)?;
-        let mut head = [0u8; RESPONSE_HEADER];
-        self.0.read_exact(&mut head)?;
-        let h = parse_response_header(&head)
-            .map_err(anyhow::Error::msg)?
-            .ok_or_else(|| anyhow::anyhow!("short header"))?;
-        self.1.resize(h.len as usize, 0);
-        self.0.read_exact(&mut self.1)?;
-        anyhow::ensure!(
-            h.status == idcar::server::frame::Status::Ok,
-            "status {:?}: {}",
-            h.status,
-            String::from_utf8_lossy(&self.1)
-        );
-        Ok(Some(key(&self.1)))
-    }
-}
-
-struct Http {
-    s: std::os::unix::net::UnixStream,
-    req: Vec<u8>,
-    buf: Vec<u8>,
-}
-
-impl OneRequest for Http {
-    fn once(&mut self) -> anyhow::Result<Option<u64>> {
-        use std::io::{Read, Write};
-        self.s.write_all(&self.req)?;
-        self.buf.clear();
-        let mut chunk = [0u8; 1024];
-        loop {
-            let n = self.s.read(&mut chunk)?;
-            anyhow::ensure!(n > 0, "HTTP connection closed");
-            self.buf.extend_from_slice(&chunk[..n]);
-            let Some(end) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") else {
-                continue;
-            };
-            let head = String::from_utf8_lossy(&self.buf[..end]).to_ascii_lowercase();
-            anyhow::ensure!(head.starts_with("http/1.1 200"), "HTTP: {head}");
-            let len: usize = head
-                .lines()
-                .find_map(|l| l.strip_prefix("content-length:"))
-                .and_then(|v| v.trim().parse().ok())
-                .ok_or_else(|| anyhow::anyhow!("no content-length"))?;
-            if self.buf.len() >= end + 4 + len {
-                let body = std::str::from_utf8(&self.buf[end + 4..end + 4 + len])?;
-                return Ok(Some(key_of(u128::from_str_radix(body.trim(), 16)?)));
-            }
-        }
-    }
-}
-
-/// Per-block figures of one server: p50, p99 and CPU per request, each a list over blocks.
-#[derive(Default)]
-struct Blocks {
-    p50: Vec<f64>,
-    p99: Vec<f64>,
-    cpu: Vec<f64>,
-    all: Vec<Duration>,
-}
-
-impl Blocks {
-    fn run(
-        &mut self,
-        c: &mut dyn OneRequest,
-        (n, interval): (usize, Duration),
-        pid: Option<u32>,
-        keys: &mut Vec<u64>,
-    ) -> anyhow::Result<()> {
-        let mut lat = Vec::with_capacity(n);
-        let cpu0 = pid.and_then(cpu_ns);
-        let mut next = Instant::now();
-        for _ in 0..n {
-            while Instant::now() < next {
-                std::hint::spin_loop();
-            }
-            let s = Instant::now();
-            next = s + interval;
-            let k = c.once()?;
-            lat.push(s.elapsed());
-            keys.extend(k);
-        }
-        if let (Some(a), Some(b)) = (cpu0, pid.and_then(cpu_ns)) {
-            self.cpu.push(b.saturating_sub(a) as f64 / n as f64 / 1e3);
-        }
-        lat.sort();
-        self.p50.push(percentile(&lat, 0.5).as_secs_f64() * 1e6);
-        self.p99.push(percentile(&lat, 0.99).as_secs_f64() * 1e6);
-        self.all.extend(lat);
-        Ok(())
-    }
-
-    /// Medians over the blocks: (p50, p99, CPU per request), µs.
-    fn medians(&mut self) -> (f64, f64, f64) {
-        (
-            median(&mut self.p50),
-            median(&mut self.p99),
-            median(&mut self.cpu),
-        )
-    }
-}
-
-/// Phase 2: one connection to each server, sequential single requests in interleaved blocks;
-/// medians over the blocks of p50, p99 and CPU per request, and the ratios to the floor. Then
-/// the first request after an idle pause. Returns the keys of the IDs received.
-fn latency(
-    args: &LatencyArgs,
-    socket: &Path,
-    echo_path: &Path,
-    (echo_pid, idcar_pid): (u32, Option<u32>),
-) -> anyhow::Result<Vec<u64>> {
-    use std::os::unix::net::UnixStream as Std;
-    let mut echo = Echo(Std::connect(echo_path)?);
-    let mut bin = Binary(Std::connect(socket)?, Vec::new());
-    let mut http = Http {
-        s: Std::connect(socket)?,
-        req: format!("GET {} HTTP/1.1\r\nHost: idcar\r\n\r\n", args.http_path).into_bytes(),
-        buf: Vec::new(),
-    };
-    let mut keys = Vec::new();
-    let block = 500usize.min(args.requests.max(1));
-    let mut st: [Blocks; 3] = Default::default();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let mut done = 0;
-    while done < args.requests && Instant::now() < deadline {
-        let b = (block, args.interval);
-        st[0].run(&mut echo, b, Some(echo_pid), &mut keys)?;
-        st[1].run(&mut bin, b, idcar_pid, &mut keys)?;
-        st[2].run(&mut http, b, idcar_pid, &mut keys)?;
-        done += block;
-    }
-    println!(
-        "single requests, {done} each in blocks of {block}, one at most every {:?} \
-         (medians over the blocks, µs):",
-        args.interval,
-    );
-    println!(
-        "{:<26} {:>8} {:>8} {:>8} {:>12}",
-        "", "p50", "p99", "p999", "CPU/request"
-    );
-    let mut m = Vec::new();
-    for (name, s) in ["echo, std threads (floor)", "binary, 1 ID", "http, 1 ID"]
-        .iter()
-        .zip(st.iter_mut())
-    {
-        s.all.sort();
-        let p999 = percentile(&s.all, 0.999).as_secs_f64() * 1e6;
-        let (p50, p99, cpu) = s.medians();
-        println!("{name:<26} {p50:>8.1} {p99:>8.1} {p999:>8.1} {cpu:>12.2}");
-        m.push((p50, p99, cpu));
-    }
-    println!(
-        "binary single-ID vs floor: p50 {:.2}x (target <= 1.3x), p99 {:.2}x (target <= 2x), \
-         CPU {:.2}x (target <= 1.5x)",
-        m[1].0 / m[0].0,
-        m[1].1 / m[0].1,
-        m[1].2 / m[0].2
-    );
-    let mut idle: [Vec<f64>; 2] = Default::default();
-    for _ in 0..args.idle_probes {
-        for (i, c) in [&mut echo as &mut dyn OneRequest, &mut bin]
-            .into_iter()
-            .enumerate()
-        {
-            std::thread::sleep(args.idle_pause);
-            let s = Instant::now();
-            keys.extend(c.once()?);
-            idle[i].push(s.elapsed().as_secs_f64() * 1e6);
-        }
-    }
-    let (e, b) = (median(&mut idle[0]), median(&mut idle[1]));
-    let p90 = |v: &[f64]| v.get(v.len() * 9 / 10).copied().unwrap_or(f64::NAN);
-    let (e90, b90) = (p90(&idle[0]), p90(&idle[1]));
-    println!(
-        "first request after {:?} idle ({} each, µs): floor median {e:.1} p90 {e90:.1}; \
-         binary median {b:.1} p90 {b90:.1}; ratios {:.2}x / {:.2}x (target <= 2x)",
-        args.idle_pause,
-        args.idle_probes,
-        b / e,
-        b90 / e90
-    );
-    Ok(keys)
 }
 
 /// Phase 3: C connections asking for batches (binary, or HTTP): a warm-up, then a window of
