@@ -40,6 +40,7 @@ mod neighbour;
 use clap::Parser;
 use idcar::client::{BinaryClient, HttpClient};
 use latency::{args_latency, latency, Binary, Echo, OneRequest, SINGLE_ID};
+use neighbour::Spawned;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use tokio::net::UnixStream;
@@ -312,38 +313,33 @@ async fn run(args: Args) -> anyhow::Result<()> {
         .socket
         .clone()
         .unwrap_or_else(|| dir.path().join("idcar.sock"));
+    // Both end when dropped, on an error too (SIGTERM, then SIGKILL after 15 s).
     let child = if args.no_spawn || args.crowd_only {
         None
     } else {
-        Some(spawn_idcar(&args, &args.serve_args, dir.path(), &socket).await?)
+        Some(Spawned(
+            spawn_idcar(&args, &args.serve_args, dir.path(), &socket).await?,
+        ))
     };
     let echo_path = dir.path().join("echo.sock");
-    let mut echo = start_echo(&echo_path).await?;
+    let echo = Spawned(start_echo(&echo_path).await?);
     let mut seen: Vec<u64> = Vec::new();
     println!(
         "{:<22} {:>5} {:>9} {:>12} {:>10} {:>10} {:>10}",
         "phase", "conns", "requests", "IDs/s", "p50", "p99", "p999"
     );
-    let pids = (echo.id(), child.as_ref().map(|c| c.id()));
+    let pids = (echo.0.id(), child.as_ref().map(|c| c.0.id()));
     if !args.crowd_only {
         seen.extend(single_and_batches(&args, &socket, &echo_path, pids).await?);
     }
     if !args.crowd.is_empty() && !args.latency_only {
-        seen.extend(many_clients(&args, dir.path(), &echo_path, echo.id()).await?);
+        seen.extend(many_clients(&args, dir.path(), &echo_path, echo.0.id()).await?);
     }
     seen.sort_unstable();
     let dups = seen.windows(2).filter(|w| w[0] == w[1]).count();
     println!("IDs checked: {}, duplicates: {dups}", seen.len());
 
-    let _ = echo.kill();
-    let _ = echo.wait();
-    if let Some(mut c) = child {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(c.id() as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        );
-        let _ = c.wait();
-    }
+    drop((echo, child));
     anyhow::ensure!(dups == 0, "{dups} duplicate IDs");
     Ok(())
 }
@@ -395,13 +391,13 @@ async fn many_clients(
     let cdir = dir.join("crowd");
     std::fs::create_dir_all(&cdir)?;
     let csock = cdir.join("idcar.sock");
-    let mut c = spawn_idcar(args, &args.crowd_serve_args, &cdir, &csock).await?;
+    let c = Spawned(spawn_idcar(args, &args.crowd_serve_args, &cdir, &csock).await?);
     let crowd = crowd::Crowd {
         conns: args.crowd.clone(),
         window: args.crowd_window,
         rounds: args.crowd_rounds.max(1),
     };
-    let (echo_path, pid) = (echo_path.to_path_buf(), c.id());
+    let (echo_path, pid) = (echo_path.to_path_buf(), c.0.id());
     let keys = tokio::task::spawn_blocking(move || {
         let floor = crowd::Server {
             path: &echo_path,
@@ -416,11 +412,7 @@ async fn many_clients(
         crowd::run(&crowd, floor, idcar)
     })
     .await?;
-    let _ = nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(c.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    );
-    let _ = c.wait();
+    drop(c);
     keys
 }
 

@@ -114,7 +114,8 @@ fn least_bucket(text: &str, name: &str) -> Option<String> {
         .next()
 }
 
-struct Spawned(Child);
+/// A child process that is ended when this is dropped (SIGTERM, then SIGKILL after 15 s).
+pub struct Spawned(pub Child);
 
 impl Drop for Spawned {
     fn drop(&mut self) {
