@@ -210,22 +210,6 @@ impl Service {
         self.generator.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn generator(&self) -> impl std::ops::DerefMut<Target = Generator> + '_ {
-        struct Gen<'a>(MutexGuard<'a, Core>);
-        impl std::ops::Deref for Gen<'_> {
-            type Target = Generator;
-            fn deref(&self) -> &Generator {
-                &self.0.gen
-            }
-        }
-        impl std::ops::DerefMut for Gen<'_> {
-            fn deref_mut(&mut self) -> &mut Generator {
-                &mut self.0.gen
-            }
-        }
-        Gen(self.core())
-    }
-
     /// Installs each lease change in the generator until the lease channel closes.
     ///
     /// Each change in what may be issued is logged as a lease record (`lease_record =
@@ -253,7 +237,7 @@ impl Service {
                     "issuing IDs under the lease"
                 );
             }
-            self.generator().set_window(window);
+            self.core().gen.set_window(window);
             if let Some(a) = was.filter(|_| changed) {
                 tracing::info!(
                     lease_record = "stopped",
@@ -281,7 +265,7 @@ impl Service {
     /// returned tick bounds every ID this process issued for its slot.
     pub fn close(&self) -> Option<Issued> {
         self.draining.store(true, Ordering::SeqCst);
-        self.generator().close()
+        self.core().gen.close()
     }
 
     /// Marks the service as shutting down: readiness turns false at once.
@@ -299,7 +283,7 @@ impl Service {
             return Err(why.into());
         }
         let now = self.now_tick();
-        match self.generator().can_issue(now) {
+        match self.core().gen.can_issue(now) {
             Ok(()) => Ok(()),
             Err(Refusal::NoLease) => Err(self.lease_reason()),
             Err(r) => Err(r.to_string()),
@@ -317,7 +301,7 @@ impl Service {
 
     /// Seconds until the lease's mark, or 0 without a lease.
     pub fn lease_remaining(&self) -> f64 {
-        match self.generator().window() {
+        match self.core().gen.window() {
             Some(w) => {
                 let end = self.scheme.tick_start_ns(w.mark.saturating_add(1));
                 end.saturating_sub(self.clock.now_unix_ns()) as f64 / 1e9

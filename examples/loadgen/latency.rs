@@ -29,20 +29,26 @@ pub fn args_latency(a: &Args) -> LatencyArgs {
     }
 }
 
-/// A blocking client of one kind of server, for the latency phase: one request, its key.
+/// A blocking client of one kind of server: one request.
 pub trait OneRequest {
-    fn once(&mut self) -> anyhow::Result<Option<u64>>;
+    /// The key of the ID served (`None` from the echo), or the server's refusal.
+    fn ask(&mut self) -> anyhow::Result<Result<Option<u64>, String>>;
+
+    /// [`OneRequest::ask`], a refusal being an error.
+    fn once(&mut self) -> anyhow::Result<Option<u64>> {
+        self.ask()?.map_err(anyhow::Error::msg)
+    }
 }
 
 pub struct Echo(pub std::os::unix::net::UnixStream);
 
 impl OneRequest for Echo {
-    fn once(&mut self) -> anyhow::Result<Option<u64>> {
+    fn ask(&mut self) -> anyhow::Result<Result<Option<u64>, String>> {
         use std::io::{Read, Write};
         let mut buf = [0u8; 16];
         self.0.write_all(&SINGLE_ID)?;
         self.0.read_exact(&mut buf)?;
-        Ok(None)
+        Ok(Ok(None))
     }
 }
 
@@ -52,7 +58,7 @@ pub const SINGLE_ID: [u8; 8] = [0xD1, 1, 0, 4, 0, 0, 0, 1];
 pub struct Binary(pub std::os::unix::net::UnixStream, pub Vec<u8>);
 
 impl OneRequest for Binary {
-    fn once(&mut self) -> anyhow::Result<Option<u64>> {
+    fn ask(&mut self) -> anyhow::Result<Result<Option<u64>, String>> {
         use idcar::server::frame::{parse_response_header, RESPONSE_HEADER};
         use std::io::{Read, Write};
         self.0.write_all(&SINGLE_ID)?;
@@ -63,13 +69,11 @@ impl OneRequest for Binary {
             .ok_or_else(|| anyhow::anyhow!("short header"))?;
         self.1.resize(h.len as usize, 0);
         self.0.read_exact(&mut self.1)?;
-        anyhow::ensure!(
-            h.status == idcar::server::frame::Status::Ok,
-            "status {:?}: {}",
-            h.status,
-            String::from_utf8_lossy(&self.1)
-        );
-        Ok(Some(key(&self.1)))
+        if h.status != idcar::server::frame::Status::Ok {
+            let why = String::from_utf8_lossy(&self.1);
+            return Ok(Err(format!("status {:?}: {why}", h.status)));
+        }
+        Ok(Ok(Some(key(&self.1))))
     }
 }
 
@@ -80,7 +84,7 @@ struct Http {
 }
 
 impl OneRequest for Http {
-    fn once(&mut self) -> anyhow::Result<Option<u64>> {
+    fn ask(&mut self) -> anyhow::Result<Result<Option<u64>, String>> {
         use std::io::{Read, Write};
         self.s.write_all(&self.req)?;
         self.buf.clear();
@@ -101,7 +105,7 @@ impl OneRequest for Http {
                 .ok_or_else(|| anyhow::anyhow!("no content-length"))?;
             if self.buf.len() >= end + 4 + len {
                 let body = std::str::from_utf8(&self.buf[end + 4..end + 4 + len])?;
-                return Ok(Some(key_of(u128::from_str_radix(body.trim(), 16)?)));
+                return Ok(Ok(Some(key_of(u128::from_str_radix(body.trim(), 16)?))));
             }
         }
     }

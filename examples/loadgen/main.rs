@@ -39,7 +39,7 @@ mod neighbour;
 
 use clap::Parser;
 use idcar::client::{BinaryClient, HttpClient};
-use latency::{args_latency, latency, Binary, Echo, OneRequest, SINGLE_ID};
+use latency::{args_latency, latency, Binary, Echo, OneRequest};
 use neighbour::Spawned;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -4,7 +4,7 @@
 //! (static, and ZooKeeper with `--zk`): refusals, lease losses, and how close the renewals
 //! came to the mark (idcar's own metrics, scraped at the end).
 
-use crate::{cpu_ns, percentile, Echo, OneRequest, SINGLE_ID};
+use crate::{cpu_ns, percentile, Binary, Echo, OneRequest};
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -61,20 +61,6 @@ fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port())
-}
-
-/// One single-ID request: `Ok(None)` served, `Ok(Some(why))` refused.
-fn ask(c: &mut UnixStream) -> anyhow::Result<Option<String>> {
-    use idcar::server::frame::{parse_response_header, Status, RESPONSE_HEADER};
-    c.write_all(&SINGLE_ID)?;
-    let mut head = [0u8; RESPONSE_HEADER];
-    c.read_exact(&mut head)?;
-    let h = parse_response_header(&head)
-        .map_err(anyhow::Error::msg)?
-        .ok_or_else(|| anyhow::anyhow!("short header"))?;
-    let mut body = vec![0u8; h.len as usize];
-    c.read_exact(&mut body)?;
-    Ok((h.status != Status::Ok).then(|| String::from_utf8_lossy(&body).into_owned()))
 }
 
 /// idcar's metrics, as text.
@@ -188,10 +174,14 @@ fn one_mode(n: &Neighbour, extra: &[String]) -> anyhow::Result<(String, bool)> {
             .spawn()?,
     );
     let t0 = Instant::now();
+    let connect = || -> anyhow::Result<Binary> {
+        let c = UnixStream::connect(&socket)?;
+        c.set_read_timeout(Some(Duration::from_secs(10)))?;
+        Ok(Binary(c, Vec::new()))
+    };
     let mut conn = loop {
-        if let Ok(mut c) = UnixStream::connect(&socket) {
-            c.set_read_timeout(Some(Duration::from_secs(10)))?;
-            if matches!(ask(&mut c), Ok(None)) {
+        if let Ok(mut c) = connect() {
+            if matches!(c.ask(), Ok(Ok(_))) {
                 break c;
             }
         }
@@ -201,7 +191,6 @@ fn one_mode(n: &Neighbour, extra: &[String]) -> anyhow::Result<(String, bool)> {
         );
         std::thread::sleep(Duration::from_millis(20));
     };
-    conn.set_read_timeout(Some(Duration::from_secs(10)))?;
     let busy = Spawned(
         Command::new(std::env::current_exe()?)
             .arg("--busy-neighbour")
@@ -221,16 +210,15 @@ fn one_mode(n: &Neighbour, extra: &[String]) -> anyhow::Result<(String, bool)> {
         std::thread::sleep(next.saturating_duration_since(Instant::now()));
         next += n.every;
         let s = Instant::now();
-        match ask(&mut conn) {
-            Ok(None) => served += 1,
-            Ok(Some(why)) => {
+        match conn.ask() {
+            Ok(Ok(_)) => served += 1,
+            Ok(Err(why)) => {
                 refused += 1;
                 first_refusal.get_or_insert(why);
             }
             Err(_) => {
                 errors += 1;
-                conn = UnixStream::connect(&socket)?;
-                conn.set_read_timeout(Some(Duration::from_secs(10)))?;
+                conn = connect()?;
             }
         }
         lat.push(s.elapsed());

@@ -57,11 +57,6 @@ impl Pace {
             .clamp(least.min(t.renew_every), t.renew_every)
     }
 
-    /// The slowest recent renewal (for the log).
-    pub fn worst(&self) -> Duration {
-        self.worst
-    }
-
     /// Records a renewal that landed with `headroom` left of the mark in force: the
     /// histogram, and a late renewal (less than a third of the horizon left) counted and
     /// logged. Returns whether it was late.

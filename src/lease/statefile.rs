@@ -38,7 +38,7 @@ use std::path::{Path, PathBuf};
 /// A file this long is overwritten in place (see the module documentation).
 const SECTOR: usize = 512;
 
-#[derive(Debug, Default, Clone, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 struct Contents {
     version: u32,
     marks: BTreeMap<String, u64>,
@@ -58,13 +58,11 @@ pub struct StateFile {
     _lock: File,
 }
 
-/// FNV-1a 64 of `c` as serialised (without `check`), 16 hex digits.
+/// FNV-1a 64 of `c` as serialised, 16 hex digits; `c.check` must be `None` (the sum is of
+/// the document without it).
 fn checksum(c: &Contents) -> String {
-    let text = serde_json::to_vec(&Contents {
-        check: None,
-        ..c.clone()
-    })
-    .expect("state serialises");
+    debug_assert!(c.check.is_none());
+    let text = serde_json::to_vec(c).expect("state serialises");
     let hash = text.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
         (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
     });
@@ -157,7 +155,7 @@ impl StateFile {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Contents::default()),
             Err(e) => return Err(err(&self.path, e)),
         };
-        let c: Contents = serde_json::from_str(&text).map_err(|e| {
+        let mut c: Contents = serde_json::from_str(&text).map_err(|e| {
             err(
                 &self.path,
                 format!(
@@ -169,7 +167,6 @@ impl StateFile {
         if c.version != 1 {
             return Err(err(&self.path, format!("unknown version {}", c.version)));
         }
-        let mut c = c;
         if let Some(check) = c.check.take() {
             if check != checksum(&c) {
                 return Err(err(
