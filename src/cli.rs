@@ -191,9 +191,12 @@ pub struct ServeArgs {
     /// volume that outlives the process). Not used with --zk.
     #[arg(long, env = "IDCAR_STATE_FILE", default_value = "idcar.state")]
     pub state_file: PathBuf,
-    /// How far ahead of the clock each lease time mark reaches.
-    #[arg(long, env = "IDCAR_LEASE_HORIZON", default_value = "3s", value_parser = duration)]
-    pub lease_horizon: Duration,
+    /// How far ahead of the clock each lease time mark reaches [default: 3s; with --zk, the
+    /// session timeout less 1s, within 3s..5s: 5s for the default session]. In ZooKeeper mode
+    /// a horizon below the session timeout costs a successor no wait (the session expires
+    /// first) and rides out longer stalls of ZooKeeper's own disk.
+    #[arg(long, env = "IDCAR_LEASE_HORIZON", value_parser = duration)]
+    pub lease_horizon: Option<Duration>,
     /// How often the time mark is pushed forward (at most half the horizon).
     #[arg(long, env = "IDCAR_RENEW_INTERVAL", default_value = "1s", value_parser = duration)]
     pub renew_interval: Duration,

@@ -312,10 +312,30 @@ fn lease_source(a: &ServeArgs, layout: &dyn Layout) -> Result<LeaseSource, Usage
 
 const HOUR: Duration = Duration::from_secs(3600);
 
+/// `--lease-horizon`, or its default for the mode: 3 s in static mode; with `--zk`, the
+/// session timeout less a second, within 3-5 s (a successor waits for the session to expire
+/// anyway, so a horizon below it costs no wait, and a longer one rides out longer stalls of
+/// ZooKeeper's own log writes on a busy node), and not above an explicit `--max-clock-wait`
+/// (which must be at least the horizon: a setting that was valid with 3 s stays valid).
+fn lease_horizon(a: &ServeArgs) -> Duration {
+    const STATIC: Duration = Duration::from_secs(3);
+    match (a.lease_horizon, &a.zk) {
+        (Some(h), _) => h,
+        (None, None) => STATIC,
+        (None, Some(_)) => a
+            .zk_args
+            .zk_session_timeout
+            .saturating_sub(Duration::from_secs(1))
+            .clamp(STATIC, Duration::from_secs(5))
+            .min(a.max_clock_wait.max(STATIC)),
+    }
+}
+
 /// Every duration at most an hour; the lease's timings consistent with each other.
 fn timings(a: &ServeArgs) -> Result<Timing, UsageError> {
+    let horizon = lease_horizon(a);
     for (flag, d) in [
-        ("--lease-horizon", a.lease_horizon),
+        ("--lease-horizon", horizon),
         ("--renew-interval", a.renew_interval),
         ("--max-clock-wait", a.max_clock_wait),
         ("--request-timeout", a.request_timeout),
@@ -330,22 +350,23 @@ fn timings(a: &ServeArgs) -> Result<Timing, UsageError> {
     if a.renew_interval < Duration::from_millis(10) {
         return usage("--renew-interval must be at least 10ms");
     }
-    if a.renew_interval * 2 > a.lease_horizon {
+    if a.renew_interval * 2 > horizon {
         return usage(format!(
-            "--renew-interval ({:?}) must be at most half of --lease-horizon ({:?}) so a \
+            "--renew-interval ({:?}) must be at most half of --lease-horizon ({horizon:?}) so a \
              renewal can fail once without the lease running out",
-            a.renew_interval, a.lease_horizon
+            a.renew_interval
         ));
     }
-    if a.max_clock_wait < a.lease_horizon {
+    if a.max_clock_wait < horizon {
         return usage(format!(
-            "--max-clock-wait ({:?}) must be at least --lease-horizon ({:?}): after a crash \
-             the stored mark is up to one horizon ahead, and start-up must be able to wait it out",
-            a.max_clock_wait, a.lease_horizon
+            "--max-clock-wait ({:?}) must be at least --lease-horizon ({horizon:?}): after a \
+             crash the stored mark is up to one horizon ahead, and start-up must be able to wait \
+             it out",
+            a.max_clock_wait
         ));
     }
     Ok(Timing {
-        horizon: a.lease_horizon,
+        horizon,
         renew_every: a.renew_interval,
         max_clock_wait: a.max_clock_wait,
         starve: starve(a),

@@ -174,6 +174,55 @@ async fn binary_slowloris_is_cut_off_from_its_first_byte() {
     idcar.stop_ok().await;
 }
 
+/// The idle deadline on a binary connection: a client that keeps asking every 600 ms stays
+/// connected well past the 2 s timeout; one that asks twice, 1.2 s apart, and then says
+/// nothing is closed about 2 s after its second answer (counted `idle`): the answer restarted
+/// the idle wait.
+#[tokio::test]
+async fn binary_idle_connection_is_closed_after_the_timeout() {
+    let idcar = Idcar::start(&args(&["--idle-timeout", "2s"])).await;
+    idcar.wait_ready(Duration::from_secs(10)).await;
+    let frame = [0xD1u8, 0x01, 0x00, 0x04, 0x00, 0x00, 0x00, 0x01];
+    let mut busy = UnixStream::connect(&idcar.socket).await.unwrap();
+    let mut quiet = UnixStream::connect(&idcar.socket).await.unwrap();
+    let mut answer = [0u8; 16];
+    quiet.write_all(&frame).await.unwrap();
+    quiet.read_exact(&mut answer).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    quiet.write_all(&frame).await.unwrap();
+    quiet
+        .read_exact(&mut answer)
+        .await
+        .expect("answered within the deadline");
+    let answered = Instant::now();
+    let watch = tokio::spawn(async move {
+        let closed = closed_within(&mut quiet, Duration::from_secs(6)).await;
+        closed.then(|| answered.elapsed())
+    });
+    for i in 0..10u32 {
+        busy.write_all(&frame).await.unwrap();
+        busy.read_exact(&mut answer)
+            .await
+            .unwrap_or_else(|e| panic!("the busy client's request {i} failed: {e}"));
+        tokio::time::sleep(Duration::from_millis(600)).await;
+    }
+    let closed = watch
+        .await
+        .unwrap()
+        .expect("the quiet connection is closed within 6 s");
+    assert!(
+        closed >= Duration::from_millis(1_950) && closed < Duration::from_millis(3_500),
+        "closed {closed:?} after the last answer (idle timeout 2 s)"
+    );
+    assert_eq!(
+        idcar
+            .metric("idcar_connections_closed_total{listener=\"socket\",reason=\"idle\"}")
+            .await,
+        Some(1.0)
+    );
+    lease_untouched(&idcar).await;
+}
+
 /// Thousands of TCP connections to the admin port, under a descriptor limit of 256: the
 /// admin cap keeps descriptors for the lease (no renewal fails, IDs keep flowing), newer
 /// connections evict older idle ones, and a probe still gets its answer.

@@ -75,7 +75,8 @@ async fn a_starved_renewal_path_keeps_the_static_lease() {
 #[tokio::test]
 async fn a_starved_renewal_path_keeps_the_zookeeper_lease() {
     let zk = Zk::standalone();
-    // idcar's defaults, not the harness's quick ones.
+    // idcar's defaults, not the harness's quick ones — except the horizon: static mode's 3 s,
+    // stricter than ZooKeeper mode's default (5 s with this session timeout).
     let defaults = [
         "--zk-session-timeout",
         "6s",

@@ -77,3 +77,28 @@ fn bad_values_say_which_flag() {
         .admin_addr
         .is_none());
 }
+
+#[test]
+fn the_default_horizon_depends_on_the_mode() {
+    let horizon = |extra: &[&str]| parse(extra).unwrap().timings.horizon;
+    let zk = ["--zk", "127.0.0.1:2181"];
+    assert_eq!(horizon(&[]), Duration::from_secs(3));
+    assert_eq!(
+        horizon(&zk),
+        Duration::from_secs(5),
+        "the default 6 s session"
+    );
+    let with = |session: &'static str| [zk[0], zk[1], "--zk-session-timeout", session];
+    assert_eq!(horizon(&with("1s")), Duration::from_secs(3));
+    assert_eq!(horizon(&with("4500ms")), Duration::from_millis(3500));
+    assert_eq!(horizon(&with("60s")), Duration::from_secs(5));
+    let given = [zk[0], zk[1], "--lease-horizon", "2s"];
+    assert_eq!(horizon(&given), Duration::from_secs(2));
+    assert_eq!(horizon(&["--lease-horizon", "8s"]), Duration::from_secs(8));
+    let waits = [zk[0], zk[1], "--max-clock-wait", "4s"];
+    assert_eq!(
+        horizon(&waits),
+        Duration::from_secs(4),
+        "still a valid configuration"
+    );
+}

@@ -6,12 +6,15 @@
 //!
 //! Each binary connection is served on a blocking thread of its own ([`serve_on_thread`]): a
 //! single-ID request then costs what a Unix-socket round trip costs — the client's write wakes
-//! the thread blocked in `read` directly, with no event loop, no timer registered per read and
-//! no other worker woken (measured in docs/benchmarks.md). The deadlines are socket timeouts
-//! (`SO_RCVTIMEO`, `SO_SNDTIMEO`), changed only while a request or a response is incomplete;
-//! `--max-connections` bounds the threads.
+//! the thread blocked in `read` directly, with no event loop, no timer armed per read and no
+//! other worker woken (measured in docs/benchmarks.md). A request's and a response's deadlines
+//! are socket timeouts (`SO_RCVTIMEO`, `SO_SNDTIMEO`), set only while a request or a response
+//! is incomplete; the idle deadline is kept by a watchdog on the connection's task instead
+//! (a read timeout would arm and cancel a kernel timer on every idle read). The request's
+//! start and end are lock-free marks on the connection's [`Phases`]. `--max-connections`
+//! bounds the threads.
 
-use super::deadline::{Expiry, InFlight, Phases};
+use super::deadline::{Answering, Expiry, Phases};
 use super::frame::{self, FrameError, Request, Status};
 use crate::metrics::{Interface, Outcome};
 use crate::service::Service;
@@ -43,7 +46,7 @@ pub async fn serve_on_thread(
     let stream = Arc::new(stream);
     let rt = tokio::runtime::Handle::current();
     let (tx, mut done) = tokio::sync::oneshot::channel();
-    let conn = stream.clone();
+    let (conn, watched) = (stream.clone(), phases.clone());
     std::thread::Builder::new()
         .name("idcar-binary".into())
         .stack_size(THREAD_STACK)
@@ -54,10 +57,36 @@ pub async fn serve_on_thread(
     tokio::select! {
         r = &mut done => return r.unwrap_or(Ok(())),
         _ = shutdown.cancelled() => {}
+        _ = idle_watchdog(&watched) => {}
     }
-    // Draining: no more reads; what was read is answered and written, then the thread ends.
+    // Draining, or idle past the deadline: no more reads; what was read is answered and
+    // written, then the thread ends (its next read sees the end of the stream).
     let _ = stream.shutdown(std::net::Shutdown::Read);
     done.await.unwrap_or(Ok(()))
+}
+
+/// Returns once the connection has been idle (no request begun, none being answered) for the
+/// timeout, recording that expiry. Wakes about once per timeout while the connection is busy.
+/// A read the thread returned from since the last look (bytes it has not yet marked as a
+/// request) puts the expiry off for a moment: the thread marks them in microseconds.
+async fn idle_watchdog(phases: &Phases) {
+    const RECHECK: std::time::Duration = std::time::Duration::from_millis(10);
+    let mut seen = phases.reads();
+    loop {
+        let now = tokio::time::Instant::now();
+        let reads = phases.reads();
+        match phases.read_deadline() {
+            Some((at, Expiry::Idle)) if at <= now && reads == seen => {
+                let _ = phases.expire(Expiry::Idle);
+                return;
+            }
+            Some((at, Expiry::Idle)) if at <= now => tokio::time::sleep(RECHECK).await,
+            Some((at, Expiry::Idle)) => tokio::time::sleep_until(at).await,
+            // Answering, or a request begun (its own deadline is the thread's read timeout).
+            _ => tokio::time::sleep(phases.timeout()).await,
+        }
+        seen = reads;
+    }
 }
 
 /// Stack of a connection thread: the binary loop is shallow; the kernel commits only the pages
@@ -78,15 +107,15 @@ fn run_blocking(
     s: &std::os::unix::net::UnixStream,
     first: Vec<u8>,
     svc: &Service,
-    phases: &Arc<Phases>,
+    phases: &Phases,
     rt: &tokio::runtime::Handle,
 ) -> std::io::Result<()> {
     let timeout = phases.timeout().max(std::time::Duration::from_micros(1));
     let mut timeouts = Timeouts {
-        read: timeout,
+        read: None,
         write: timeout,
     };
-    s.set_read_timeout(Some(timeout))?;
+    s.set_read_timeout(None)?;
     s.set_write_timeout(Some(timeout))?;
     let mut rbuf = first;
     rbuf.reserve(4096);
@@ -105,10 +134,8 @@ fn run_blocking(
             write_all(s, &wbuf, phases, &mut timeouts)?;
             wbuf.clear();
         }
-        match pass.flight {
-            Some(f) => f.finish(!rbuf.is_empty()),
-            None if pass.used > 0 => phases.answered(!rbuf.is_empty()),
-            None => {}
+        if let Some(f) = pass.flight {
+            f.finish(!rbuf.is_empty());
         }
         if pass.close {
             return Ok(());
@@ -129,26 +156,26 @@ fn run_blocking(
 }
 
 /// What one pass over the buffered requests did.
-struct Pass {
+struct Pass<'a> {
     /// Bytes of the buffer consumed.
     used: usize,
     /// A frame that cannot be skipped: answer, then close.
     close: bool,
     /// The request phase of the answers given, if any.
-    flight: Option<InFlight>,
+    flight: Option<Answering<'a>>,
 }
 
 /// Answers every whole request in `rbuf` into `wbuf`, writing out when it grows large or an
 /// answer took a while.
-fn answer_buffered(
+fn answer_buffered<'a>(
     s: &std::os::unix::net::UnixStream,
     rbuf: &[u8],
     wbuf: &mut Vec<u8>,
     svc: &Service,
-    phases: &Arc<Phases>,
+    phases: &'a Phases,
     rt: &tokio::runtime::Handle,
     timeouts: &mut Timeouts,
-) -> std::io::Result<Pass> {
+) -> std::io::Result<Pass<'a>> {
     let mut pass = Pass {
         used: 0,
         close: false,
@@ -160,7 +187,7 @@ fn answer_buffered(
         match frame::parse_request(&rbuf[pass.used..]) {
             Ok(Some((req, n))) => {
                 pass.used += n;
-                pass.flight.get_or_insert_with(|| phases.begin());
+                pass.flight.get_or_insert_with(|| phases.begin_here());
                 delayed += answer_blocking(svc, req, wbuf, rt);
                 // Answers that took a while (a slow layout's waits for the next tick) go
                 // out at once rather than behind the rest of a pipeline.
@@ -172,6 +199,7 @@ fn answer_buffered(
             }
             Ok(None) => return Ok(pass),
             Err(FrameError { skip, reason }) => {
+                pass.flight.get_or_insert_with(|| phases.begin_here());
                 svc.metrics()
                     .request(Interface::Binary, Outcome::BadRequest, 0.0);
                 frame::encode_error(Status::BadRequest, &reason, wbuf);
@@ -191,19 +219,20 @@ fn answer_buffered(
     }
 }
 
-/// Reads what comes next into `chunk` (0: the peer closed), within the deadline in force:
-/// idle, the whole timeout; within a request (`rbuf` holds part of one), what is left of it.
+/// Reads what comes next into `chunk` (0: the peer closed, or the idle watchdog ended the
+/// connection), within the deadline in force: idle, none here (the watchdog keeps it);
+/// within a request (`rbuf` holds part of one), what is left of it.
 fn read_more(
     s: &std::os::unix::net::UnixStream,
     rbuf: &[u8],
     chunk: &mut [u8],
-    phases: &Arc<Phases>,
+    phases: &Phases,
     timeouts: &mut Timeouts,
     timeout: std::time::Duration,
 ) -> std::io::Result<usize> {
     use std::io::Read;
     let (limit, why) = if rbuf.is_empty() {
-        (timeout, Expiry::Idle)
+        (None, Expiry::Idle)
     } else {
         match phases.read_deadline() {
             Some((at, why)) => {
@@ -211,17 +240,19 @@ fn read_more(
                 if left.is_zero() {
                     return Err(phases.expire(why));
                 }
-                (left, why)
+                (Some(left), why)
             }
-            None => (timeout, Expiry::SlowRequest),
+            None => (Some(timeout), Expiry::SlowRequest),
         }
     };
     if limit != timeouts.read {
-        s.set_read_timeout(Some(limit))?;
+        s.set_read_timeout(limit)?;
         timeouts.read = limit;
     }
     loop {
-        match (&*s).read(chunk) {
+        let r = (&*s).read(chunk);
+        phases.read_returned();
+        match r {
             Ok(n) => return Ok(n),
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) if timed_out(&e) => return Err(phases.expire(why)),
@@ -232,7 +263,7 @@ fn read_more(
 
 /// The socket timeouts in force, so they are set only when they change.
 struct Timeouts {
-    read: std::time::Duration,
+    read: Option<std::time::Duration>,
     write: std::time::Duration,
 }
 

@@ -14,14 +14,16 @@
 //! While a request is being answered (the handler runs) no read deadline applies: the request
 //! timeout bounds that. [`Deadlined`] wraps the stream and enforces the deadlines inside
 //! `poll_read`/`poll_write` for hyper; binary connections, served on blocking threads, enforce
-//! the same deadlines as socket timeouts (`super::binary`). Either way the protocol code says
+//! the request and response deadlines as socket timeouts and the idle deadline with a watchdog
+//! on the connection's task (`super::binary`). Either way the protocol code says
 //! where requests begin and end through the shared [`Phases`]. A connection past a deadline
 //! gets a `TimedOut` error and is closed; [`Phases::expired`] says which deadline it was.
 
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -51,67 +53,99 @@ impl Expiry {
 }
 
 /// Where a connection is in its request cycle; shared by the stream wrapper and the protocol.
+///
+/// Lock-free: a binary connection's thread marks the start and end of every request, so each
+/// mark is one atomic add or store, never a lock. Times are kept as nanoseconds after `epoch`
+/// plus one (0: none). The fields are read together without a lock by the roster and the idle
+/// watchdog (in_flight, then request_since, then idle_since), so they are written in the
+/// opposite order and a request's start changes nothing but `in_flight`: whatever mix of old
+/// and new values a reader sees is a state the connection was really in.
 #[derive(Debug)]
 pub struct Phases {
     timeout: Duration,
-    state: Mutex<State>,
+    epoch: Instant,
+    /// When the first byte of a request not yet complete arrived.
+    request_since: AtomicU64,
+    /// Requests being answered right now.
+    in_flight: AtomicU32,
+    /// Whether a complete request ever arrived (a flooder's connections say nothing).
+    served: AtomicBool,
+    /// When the connection last became idle (accepted, or a response finished).
+    idle_since: AtomicU64,
+    /// The deadline that closed the connection (`Expiry` index + 1; 0: none).
+    expired: AtomicU8,
+    /// Reads returned on the connection's own thread (written by that thread only), so the
+    /// idle watchdog sees bytes read but not yet marked as a request.
+    reads: AtomicU64,
 }
 
-#[derive(Debug)]
-struct State {
-    /// When the first byte of a request not yet complete arrived.
-    request_since: Option<Instant>,
-    /// Requests being answered right now.
-    in_flight: u32,
-    /// Whether a complete request ever arrived (a flooder's connections say nothing).
-    served: bool,
-    /// When the connection last became idle (accepted, or a response finished).
-    idle_since: Instant,
-    expired: Option<Expiry>,
-}
+const NONE: u64 = 0;
 
 impl Phases {
     pub fn new(timeout: Duration) -> Arc<Phases> {
         Arc::new(Phases {
             timeout,
-            state: Mutex::new(State {
-                request_since: None,
-                in_flight: 0,
-                served: false,
-                idle_since: Instant::now(),
-                expired: None,
-            }),
+            epoch: Instant::now(),
+            request_since: AtomicU64::new(NONE),
+            in_flight: AtomicU32::new(0),
+            served: AtomicBool::new(false),
+            idle_since: AtomicU64::new(1),
+            expired: AtomicU8::new(0),
+            reads: AtomicU64::new(0),
         })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        // Every update is a plain assignment: a panic elsewhere cannot leave it half-done.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    /// `at` as a mark (never 0).
+    fn stamp(&self, at: Instant) -> u64 {
+        let ns = at.saturating_duration_since(self.epoch).as_nanos();
+        u64::try_from(ns).unwrap_or(u64::MAX - 1) + 1
+    }
+
+    fn instant(&self, mark: u64) -> Option<Instant> {
+        (mark != NONE).then(|| self.epoch + Duration::from_nanos(mark - 1))
+    }
+
+    fn now(&self) -> u64 {
+        self.stamp(Instant::now())
     }
 
     /// A complete request was read and is being answered: no read deadline until it ends.
     /// The returned guard ends it when dropped (also when the handler is cancelled).
     pub fn begin(self: &Arc<Self>) -> InFlight {
-        let mut s = self.lock();
-        s.request_since = None;
-        s.in_flight += 1;
-        s.served = true;
+        self.enter();
         InFlight(Some(self.clone()))
     }
 
-    /// The binary loop answered every complete frame it had; `partial` says whether the start
-    /// of another frame is already buffered (its request phase starts now) or not (idle).
-    pub fn answered(&self, partial: bool) {
-        let mut s = self.lock();
-        let now = Instant::now();
-        s.request_since = partial.then_some(now);
-        s.idle_since = now;
-        s.served = true;
+    /// As [`Phases::begin`], for the thread that owns the connection: no reference count.
+    pub(crate) fn begin_here(&self) -> Answering<'_> {
+        self.enter();
+        Answering(Some(self))
+    }
+
+    /// Only `in_flight` changes (`request_since` is ignored while it is above 0, and cleared or
+    /// restarted when the answer ends).
+    fn enter(&self) {
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
+        if !self.served.load(Ordering::Relaxed) {
+            self.served.store(true, Ordering::Release);
+        }
+    }
+
+    /// A request's answer ended; `partial`: whether the start of another frame is already
+    /// buffered (its request phase starts now) or not (idle from now).
+    fn leave(&self, partial: bool) {
+        let now = self.now();
+        self.idle_since.store(now, Ordering::Release);
+        self.request_since
+            .store(if partial { now } else { NONE }, Ordering::Release);
+        let _ = self
+            .in_flight
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
     }
 
     /// Whether a request is being answered right now.
     pub fn answering(&self) -> bool {
-        self.lock().in_flight > 0
+        self.in_flight.load(Ordering::SeqCst) > 0
     }
 
     /// How quiet the connection is, for eviction (smaller is quieter): whether it ever sent a
@@ -119,28 +153,39 @@ impl Phases {
     /// progress (the start of its idle wait, or the first byte of the request it has not
     /// finished sending). `None` while answering.
     pub fn quiet_since(&self) -> Option<(bool, Instant)> {
-        let s = self.lock();
-        if s.in_flight > 0 {
+        if self.answering() {
             return None;
         }
-        Some((s.served, s.request_since.unwrap_or(s.idle_since)))
+        let served = self.served.load(Ordering::Acquire);
+        let since = self.instant(self.request_since.load(Ordering::Acquire));
+        Some((
+            served,
+            since.or(self.instant(self.idle_since.load(Ordering::Acquire)))?,
+        ))
     }
 
     /// The deadline that closed the connection, if one did.
     pub fn expired(&self) -> Option<Expiry> {
-        self.lock().expired
+        match self.expired.load(Ordering::Acquire) {
+            0 => None,
+            n => Expiry::ALL.get(usize::from(n) - 1).copied(),
+        }
     }
 
     /// The read deadline now, and which phase it belongs to; `None` while answering.
     pub(crate) fn read_deadline(&self) -> Option<(Instant, Expiry)> {
-        let s = self.lock();
-        if s.in_flight > 0 {
+        if self.answering() {
             return None;
         }
-        Some(match s.request_since {
-            Some(t) => (t + self.timeout, Expiry::SlowRequest),
-            None => (s.idle_since + self.timeout, Expiry::Idle),
-        })
+        Some(
+            match self.instant(self.request_since.load(Ordering::Acquire)) {
+                Some(t) => (t + self.timeout, Expiry::SlowRequest),
+                None => (
+                    self.instant(self.idle_since.load(Ordering::Acquire))? + self.timeout,
+                    Expiry::Idle,
+                ),
+            },
+        )
     }
 
     /// The timeout that bounds each phase.
@@ -148,24 +193,43 @@ impl Phases {
         self.timeout
     }
 
+    /// A read returned on the connection's own thread (the only writer: no atomic
+    /// read-modify-write needed).
+    pub(crate) fn read_returned(&self) {
+        let n = self.reads.load(Ordering::Relaxed);
+        self.reads.store(n.wrapping_add(1), Ordering::Release);
+    }
+
+    /// Reads returned so far (see [`Phases::read_returned`]).
+    pub(crate) fn reads(&self) -> u64 {
+        self.reads.load(Ordering::Acquire)
+    }
+
     /// Bytes of a request arrived: its request phase starts now if it had not.
     pub(crate) fn bytes_read(&self) {
-        let mut s = self.lock();
-        if s.request_since.is_none() && s.in_flight == 0 {
-            s.request_since = Some(Instant::now());
+        if self.request_since.load(Ordering::Acquire) == NONE && !self.answering() {
+            let _ = self.request_since.compare_exchange(
+                NONE,
+                self.now(),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            );
         }
     }
 
     fn written(&self) {
-        let mut s = self.lock();
-        if s.in_flight == 0 && s.request_since.is_none() {
-            s.idle_since = Instant::now();
+        if !self.answering() && self.request_since.load(Ordering::Acquire) == NONE {
+            self.idle_since.store(self.now(), Ordering::Release);
         }
     }
 
-    /// Records that `why`'s deadline passed; the error to close the connection with.
+    /// Records that `why`'s deadline passed (the first one recorded stays); the error to
+    /// close the connection with.
     pub(crate) fn expire(&self, why: Expiry) -> io::Error {
-        self.lock().expired.get_or_insert(why);
+        let code = Expiry::ALL.iter().position(|e| *e == why).unwrap_or(0) as u8 + 1;
+        let _ = self
+            .expired
+            .compare_exchange(0, code, Ordering::AcqRel, Ordering::Acquire);
         io::Error::new(
             io::ErrorKind::TimedOut,
             format!("connection closed: {} deadline passed", why.label()),
@@ -178,24 +242,40 @@ impl Phases {
 pub struct InFlight(Option<Arc<Phases>>);
 
 impl InFlight {
-    /// Every request read is answered: as [`Phases::answered`], in one step with the end of
-    /// this answer.
+    /// Every request read is answered; `partial` says whether the start of another frame is
+    /// already buffered (its request phase starts now) or not (idle from now).
     pub fn finish(mut self, partial: bool) {
-        let Some(phases) = self.0.take() else { return };
-        let mut s = phases.lock();
-        let now = Instant::now();
-        s.in_flight = s.in_flight.saturating_sub(1);
-        s.request_since = partial.then_some(now);
-        s.idle_since = now;
+        if let Some(phases) = self.0.take() {
+            phases.leave(partial);
+        }
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
         if let Some(phases) = self.0.take() {
-            let mut s = phases.lock();
-            s.in_flight = s.in_flight.saturating_sub(1);
-            s.idle_since = Instant::now();
+            phases.leave(false);
+        }
+    }
+}
+
+/// [`InFlight`] for the thread that owns the connection; see [`Phases::begin_here`].
+#[derive(Debug)]
+pub(crate) struct Answering<'a>(Option<&'a Phases>);
+
+impl Answering<'_> {
+    /// As [`InFlight::finish`].
+    pub(crate) fn finish(mut self, partial: bool) {
+        if let Some(phases) = self.0.take() {
+            phases.leave(partial);
+        }
+    }
+}
+
+impl Drop for Answering<'_> {
+    fn drop(&mut self) {
+        if let Some(phases) = self.0.take() {
+            phases.leave(false);
         }
     }
 }
