@@ -65,7 +65,7 @@ fn config(connect: &str, root: &str, cluster: u8) -> ZkConfig {
             max_clock_wait: Duration::from_secs(10),
             starve: Duration::ZERO,
         },
-        auth: None,
+        access: idcar::lease::zk::Access::none(),
         pod: None,
         pool_params: vec![("layout".into(), "lable64".into())],
         planted: Default::default(),

@@ -134,8 +134,40 @@ pub struct ZkArgs {
     #[arg(long, env = "IDCAR_ZK_SESSION_TIMEOUT", default_value = "6s", value_parser = duration)]
     pub zk_session_timeout: Duration,
     /// Digest authentication as `user:password`; znodes idcar creates are then creator-only.
-    #[arg(long, env = "IDCAR_ZK_AUTH", hide_env_values = true)]
+    /// Visible to every local user on a command line: prefer --zk-auth-file.
+    #[arg(
+        long,
+        env = "IDCAR_ZK_AUTH",
+        hide_env_values = true,
+        conflicts_with = "zk_auth_file"
+    )]
     pub zk_auth: Option<String>,
+    /// Digest authentication read from FILE (one line `user:password`, e.g. a mounted
+    /// Kubernetes Secret), read again at every new connection.
+    #[arg(long, env = "IDCAR_ZK_AUTH_FILE", value_name = "FILE")]
+    pub zk_auth_file: Option<PathBuf>,
+    /// TLS to ZooKeeper: the CA certificate(s) (PEM) that signed the servers' certificates;
+    /// each server's certificate must name the host or IP given in --zk. Every server is then
+    /// reached over TLS (never plaintext).
+    #[arg(long, env = "IDCAR_ZK_TLS_CA", value_name = "FILE")]
+    pub zk_tls_ca: Option<PathBuf>,
+    /// With --zk-tls-ca: a client certificate (PEM) for mutual TLS; the znodes idcar creates
+    /// are then restricted to its identity (ZooKeeper's x509 scheme). Needs --zk-tls-key.
+    #[arg(
+        long,
+        env = "IDCAR_ZK_TLS_CERT",
+        value_name = "FILE",
+        requires = "zk_tls_key"
+    )]
+    pub zk_tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of --zk-tls-cert.
+    #[arg(
+        long,
+        env = "IDCAR_ZK_TLS_KEY",
+        value_name = "FILE",
+        requires = "zk_tls_cert"
+    )]
+    pub zk_tls_key: Option<PathBuf>,
 }
 
 pub(crate) fn duration(s: &str) -> Result<Duration, String> {

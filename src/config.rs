@@ -102,7 +102,8 @@ pub struct ZkConn {
     pub connect: String,
     pub root: String,
     pub session_timeout: Duration,
-    pub auth: Option<String>,
+    /// TLS and credentials (files read and checked).
+    pub access: crate::lease::zk::Access,
 }
 
 /// Checked ZooKeeper settings of `serve`.
@@ -135,16 +136,24 @@ impl ZkConn {
         {
             return usage("--zk-session-timeout must be between 400ms and 10m");
         }
-        if let Some(a) = &z.zk_auth {
-            if !a.contains(':') || a.starts_with(':') {
-                return usage("--zk-auth: expected user:password");
+        let tls = match (&z.zk_tls_ca, &z.zk_tls_cert, &z.zk_tls_key) {
+            (None, None, None) => None,
+            (None, _, _) => {
+                return usage("--zk-tls-cert and --zk-tls-key need --zk-tls-ca (TLS to ZooKeeper)")
             }
-        }
+            (Some(ca), cert, key) => Some(crate::lease::zk::TlsFiles {
+                ca: ca.clone(),
+                identity: cert.clone().zip(key.clone()),
+            }),
+        };
+        let access = crate::lease::zk::Access::new(z.zk_auth.clone(), z.zk_auth_file.clone(), tls)
+            .map_err(|e| UsageError(e.0))?;
+        access.check_connect(connect).map_err(|e| UsageError(e.0))?;
         Ok(ZkConn {
             connect: connect.to_string(),
             root: root.to_string(),
             session_timeout: z.zk_session_timeout,
-            auth: z.zk_auth.clone(),
+            access,
         })
     }
 }

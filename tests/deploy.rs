@@ -64,6 +64,7 @@ fn yaml_is_lint_clean() {
             "--strict",
             "deploy",
             "docker-compose.yml",
+            "docker-compose.tls.yml",
         ]),
         LIMIT,
     );

@@ -39,6 +39,8 @@ command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 command -v yamllint >/dev/null 2>&1 || missing+=(yamllint)
 command -v setpriv >/dev/null 2>&1 || missing+=(util-linux)
 command -v faketime >/dev/null 2>&1 || missing+=(faketime)
+# Certificates for the ZooKeeper TLS tests (zk/tls-certs.sh).
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 PATH="$PATH:/usr/sbin:/sbin" command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 PATH="$PATH:/usr/sbin:/sbin" command -v nft >/dev/null 2>&1 || missing+=(nftables)
 command -v go >/dev/null 2>&1 || missing+=(golang-go)

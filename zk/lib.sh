@@ -11,7 +11,10 @@ zk_classpath() {
   fi
   [ -f /usr/share/java/zookeeper.jar ] && command -v java >/dev/null 2>&1 || return 1
   local cp=/usr/share/java/zookeeper.jar
-  for j in slf4j-log4j12.jar log4j-1.2.jar; do
+  # Netty (Debian's libnetty-java, a dependency of libzookeeper-java) for the TLS port.
+  for j in slf4j-log4j12.jar log4j-1.2.jar netty-buffer.jar netty-codec.jar netty-common.jar \
+    netty-handler.jar netty-resolver.jar netty-transport.jar netty-transport-native-epoll.jar \
+    netty-transport-native-unix-common.jar; do
     [ -f "/usr/share/java/$j" ] && cp="$cp:/usr/share/java/$j"
   done
   printf '%s\n' "$cp"
@@ -45,6 +48,24 @@ log4j.appender.F.File=$dir/zookeeper.log
 log4j.appender.F.layout=org.apache.log4j.PatternLayout
 log4j.appender.F.layout.ConversionPattern=%d{ISO8601} %-5p [%t] %c{1}: %m%n
 LOG
+}
+
+# zk_tls_conf DIR SECURE_PORT CERTS [CLIENT_AUTH]: adds a TLS client port to DIR's zoo.cfg (Netty,
+# PEM key and trust stores from CERTS made by zk/tls-certs.sh, client certificates mapped to x509
+# identities). CLIENT_AUTH: need (default), want or none.
+zk_tls_conf() {
+  local dir=$1 port=$2 certs=$3 auth=${4:-need}
+  cat >>"$dir/zoo.cfg" <<CFG
+secureClientPort=$port
+secureClientPortAddress=127.0.0.1
+serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory
+ssl.keyStore.location=$certs/server.pem
+ssl.keyStore.type=PEM
+ssl.trustStore.location=$certs/ca.pem
+ssl.trustStore.type=PEM
+ssl.clientAuth=$auth
+authProvider.x509=org.apache.zookeeper.server.auth.X509AuthenticationProvider
+CFG
 }
 
 # zk_start DIR: starts the server configured in DIR in the background; its pid goes to DIR/pid.

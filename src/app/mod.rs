@@ -76,22 +76,23 @@ async fn pool(cfg: PoolConfig) -> anyhow::Result<ExitCode> {
         zk::connect(
             &z.connect,
             z.session_timeout,
-            z.auth.as_deref(),
+            &z.access,
             zk::Retry::FailFast,
         ),
     )
     .await
     .map_err(|_| anyhow::anyhow!("timed out connecting to ZooKeeper at {}", z.connect))?
-    .with_context(|| {
-        format!(
-            "cannot connect to ZooKeeper at {} (is it running and reachable?)",
-            z.connect
-        )
-    })?;
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
     let name = cfg.layout.name();
     let reports = zk::pool::report(&client, &z.root, name, cfg.cluster, cfg.pool_size)
         .await
-        .context("cannot read the pool")?;
+        .with_context(|| {
+            format!(
+                "cannot read the pool under {} (ZooKeeper checks it against {})",
+                z.root,
+                z.access.identity_flags()
+            )
+        })?;
     if cfg.json {
         println!("{}", serde_json::to_string_pretty(&reports)?);
     } else {

@@ -164,7 +164,7 @@ fn start_lease(
                 prefer: z.prefer,
                 session_timeout: z.conn.session_timeout,
                 timing: cfg.timings,
-                auth: z.conn.auth.clone(),
+                access: z.conn.access.clone(),
                 pod: z.pod.clone(),
                 pool_params: cfg.params.clone(),
                 planted: cfg.planted,

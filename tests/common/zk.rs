@@ -42,6 +42,15 @@ pub struct Server {
 pub struct Zk {
     _tmp: tempfile::TempDir,
     pub servers: Vec<Server>,
+    /// The TLS port of a standalone server started with [`Zk::tls`].
+    pub tls: Option<Tls>,
+}
+
+/// A server's TLS client port and the certificates made for it by `zk/tls-certs.sh`:
+/// `ca.pem`, `server.pem`, `client.pem` + `client-key.pem` (CN=idcar).
+pub struct Tls {
+    pub port: u16,
+    pub certs: PathBuf,
 }
 
 fn alive(pid: i32) -> bool {
@@ -57,17 +66,29 @@ fn alive(pid: i32) -> bool {
 
 impl Zk {
     pub fn standalone() -> Zk {
-        Self::start(1)
+        Self::start(1, None)
     }
 
     pub fn ensemble() -> Zk {
-        Self::start(3)
+        Self::start(3, None)
     }
 
-    fn start(n: usize) -> Zk {
+    /// A standalone server with a TLS client port beside its plaintext one (Netty, PEM
+    /// certificates made by `zk/tls-certs.sh`, client certificates mapped to `x509`
+    /// identities); `client_auth`: ZooKeeper's `ssl.clientAuth` (`need`, `want`, `none`).
+    pub fn tls(client_auth: &str) -> Zk {
+        Self::start(1, Some((client_auth, "IP:127.0.0.1,DNS:localhost")))
+    }
+
+    /// As [`Zk::tls`], with a server certificate for `san` (its subjectAltName) only.
+    pub fn tls_for(client_auth: &str, san: &str) -> Zk {
+        Self::start(1, Some((client_auth, san)))
+    }
+
+    fn start(n: usize, tls: Option<(&str, &str)>) -> Zk {
         let mut last = String::new();
         for _ in 0..3 {
-            match Self::try_start(n) {
+            match Self::try_start(n, tls) {
                 Ok(zk) => return zk,
                 Err(e) => last = e, // most likely a port taken meanwhile: new ports
             }
@@ -75,8 +96,31 @@ impl Zk {
         panic!("ZooKeeper did not start (is it installed? run zk/ensure-zookeeper.sh): {last}");
     }
 
-    fn try_start(n: usize) -> Result<Zk, String> {
+    fn try_start(n: usize, tls: Option<(&str, &str)>) -> Result<Zk, String> {
         let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let tls = match tls {
+            None => None,
+            Some((auth, san)) => {
+                let certs = tmp.path().join("certs");
+                let script = format!("{}/zk/tls-certs.sh", env!("CARGO_MANIFEST_DIR"));
+                let out = Command::new("bash")
+                    .arg(script)
+                    .arg(&certs)
+                    .env("SERVER_SAN", san)
+                    .output()
+                    .map_err(|e| e.to_string())?;
+                if !out.status.success() {
+                    return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+                }
+                Some((
+                    Tls {
+                        port: free_port(),
+                        certs,
+                    },
+                    auth.to_string(),
+                ))
+            }
+        };
         let ports: Vec<(u16, u16, u16)> = (0..n)
             .map(|_| (free_port(), free_port(), free_port()))
             .collect();
@@ -92,6 +136,7 @@ impl Zk {
         let mut zk = Zk {
             servers: Vec::new(),
             _tmp: tmp,
+            tls: None,
         };
         for (i, (port, _, _)) in ports.iter().enumerate() {
             let dir = zk._tmp.path().join(format!("{}", i + 1));
@@ -103,6 +148,17 @@ impl Zk {
             if n > 1 {
                 std::fs::write(dir.join("data/myid"), format!("{}\n", i + 1))
                     .map_err(|e| e.to_string())?;
+            }
+            if let Some((t, auth)) = &tls {
+                bash(
+                    "zk_tls_conf \"$1\" \"$2\" \"$3\" \"$4\"",
+                    &[
+                        &d,
+                        &t.port.to_string(),
+                        t.certs.to_str().unwrap(),
+                        auth.as_str(),
+                    ],
+                )?;
             }
             zk.servers.push(Server {
                 dir,
@@ -116,6 +172,7 @@ impl Zk {
         for i in 0..n {
             zk.wait_serving(i)?;
         }
+        zk.tls = tls.map(|(t, _)| t);
         Ok(zk)
     }
 
@@ -213,14 +270,26 @@ impl Drop for Zk {
 
 /// A ZooKeeper client of the test's own for `connect`.
 pub async fn client(connect: &str) -> zookeeper_client::Client {
-    idcar::lease::zk::connect(
+    use idcar::lease::zk::{connect as zk_connect, Access, Retry};
+    zk_connect(
         connect,
         Duration::from_secs(5),
-        None,
-        idcar::lease::zk::Retry::UntilConnected,
+        &Access::none(),
+        Retry::UntilConnected,
     )
     .await
     .unwrap()
+}
+
+/// A ZooKeeper client of the test's own with `access`'s TLS and credentials (one try).
+pub async fn client_with(
+    connect: &str,
+    access: &idcar::lease::zk::Access,
+) -> Result<zookeeper_client::Client, String> {
+    use idcar::lease::zk::{connect as zk_connect, Retry};
+    zk_connect(connect, Duration::from_secs(5), access, Retry::FailFast)
+        .await
+        .map_err(|e| e.to_string())
 }
 
 /// `serve` arguments for ZooKeeper mode against `connect` with short test timings; `extra`

@@ -75,7 +75,7 @@ pub async fn claim(
         neg.proto.metrics.pool_exhausted.set(0);
         return result;
     }
-    let eph_seq = zk::CreateMode::EphemeralSequential.with_acls(acls(neg.cfg.auth.is_some()));
+    let eph_seq = zk::CreateMode::EphemeralSequential.with_acls(acls(neg.cfg.access.restricted()));
     let prefix = format!("{}/claim-", neg.paths.queue());
     let (_, seq) = store.client.create(&prefix, &owner, &eph_seq).await?;
     let me = format!("claim-{seq}");
@@ -197,7 +197,7 @@ async fn try_slot(
     owner: &[u8],
     history: &mut ClaimHistory,
 ) -> Result<Tried, zk::Error> {
-    let eph = zk::CreateMode::Ephemeral.with_acls(acls(neg.cfg.auth.is_some()));
+    let eph = zk::CreateMode::Ephemeral.with_acls(acls(neg.cfg.access.restricted()));
     // From here on a failure may leave our node behind: remember the slot as suspect.
     history.suspects.insert(slot);
     // Created only while the pool's parameters are still the ones this session agreed to.

@@ -34,6 +34,9 @@ pub(crate) enum End {
         reason: String,
         holding: bool,
     },
+    /// ZooKeeper refused our identity (an ACL, a credential): not ready, a new session after
+    /// a pause — the credential may be rotated or the ACLs fixed without a restart.
+    Refused(String),
     Fatal(LeaseError),
 }
 
@@ -55,15 +58,13 @@ impl End {
 }
 
 /// Maps a ZooKeeper error (outside the mark's writes, which the protocol retries) to how the
-/// session ends: a fatal fault only for what no retry can mend (credentials and ACLs, a
-/// request ZooKeeper cannot serve); anything else — a connection lost or timed out, as the
+/// session ends: an ACL refusal is `Refused` (not ready, tried again after a pause); a fatal
+/// fault only for what no retry can mend (a request ZooKeeper cannot serve); anything else — a connection lost or timed out, as the
 /// fault campaign found while the pool's parameters were being recorded — ends this session
 /// and the negotiator opens a new one (not ready meanwhile; nothing was published).
 pub(crate) fn classify(e: zk::Error, what: &str) -> End {
     match e {
-        zk::Error::NoAuth | zk::Error::InvalidAcl => End::Fatal(LeaseError::Task(format!(
-            "{what}: {e} (check --zk-auth and the ACLs under --zk-root)"
-        ))),
+        zk::Error::NoAuth | zk::Error::InvalidAcl => End::Refused(format!("{what}: {e}")),
         zk::Error::BadArguments(_)
         | zk::Error::Unimplemented
         | zk::Error::MarshallingError
@@ -84,7 +85,7 @@ pub(crate) async fn serve(
     let store = ZkMarks {
         client: client.clone(),
         paths: neg.paths.clone(),
-        auth: neg.cfg.auth.is_some(),
+        auth: neg.cfg.access.restricted(),
     };
     loop {
         let claim = match take(neg, &store, stop, across).await {
@@ -197,8 +198,8 @@ async fn clock_behind(
 mod tests {
     use super::*;
 
-    /// A lost or slow connection outside the mark's writes opens a new session; only what no
-    /// retry can mend ends idcar.
+    /// A lost or slow connection outside the mark's writes opens a new session, an ACL
+    /// refusal waits and tries again; only what no retry can mend ends idcar.
     #[test]
     fn only_unmendable_errors_are_fatal() {
         for e in [
@@ -214,13 +215,13 @@ mod tests {
                 "{shown}"
             );
         }
-        for e in [
-            zk::Error::NoAuth,
-            zk::Error::InvalidAcl,
-            zk::Error::Unimplemented,
-        ] {
+        for e in [zk::Error::NoAuth, zk::Error::InvalidAcl] {
             let shown = e.to_string();
-            assert!(matches!(classify(e, "x"), End::Fatal(_)), "{shown}");
+            assert!(matches!(classify(e, "x"), End::Refused(_)), "{shown}");
         }
+        assert!(matches!(
+            classify(zk::Error::Unimplemented, "x"),
+            End::Fatal(_)
+        ));
     }
 }

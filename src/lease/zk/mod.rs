@@ -19,6 +19,7 @@
 //! claims again; an unreachable ZooKeeper leaves the last mark in force (the generator stops
 //! there); an expired session opens a new one and claims again, preferring the same slot.
 
+mod access;
 mod claim;
 mod hold;
 mod marks;
@@ -27,6 +28,7 @@ pub mod pool;
 mod session;
 pub mod tree;
 
+pub use access::{Access, AccessError, TlsFiles};
 pub use marks::{Unreadable, ZkMarks};
 pub use session::{connect, Retry};
 pub use tree::{Owner, Paths};
@@ -57,8 +59,9 @@ pub struct ZkConfig {
     pub prefer: Option<u32>,
     pub session_timeout: Duration,
     pub timing: Timing,
-    /// `user:password` for ZooKeeper digest auth; znodes are then created creator-only.
-    pub auth: Option<String>,
+    /// TLS and credentials; with a digest credential or a client certificate, znodes are
+    /// created creator-only.
+    pub access: Access,
     /// The Kubernetes pod this instance runs in, shown in the slot's owner record.
     pub pod: Option<String>,
     /// What shapes the pool's ID space (name, value): recorded when the pool is created;
@@ -134,6 +137,28 @@ pub fn start(
         instance: tree::instance_id(),
     };
     let (release_tx, release_rx) = oneshot::channel();
-    let task = tokio::spawn(session::run(neg, release_rx).instrument(span));
+    let access = neg.cfg.access.clone();
+    let task = tokio::spawn(
+        async move {
+            // Rotated certificate files are loaded within a second, for the client's next
+            // connection (it reconnects by itself within a session).
+            let watch = async {
+                if !access.tls() {
+                    return std::future::pending().await;
+                }
+                let mut every = tokio::time::interval(Duration::from_secs(1));
+                every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    every.tick().await;
+                    access.refresh();
+                }
+            };
+            tokio::select! {
+                r = session::run(neg, release_rx) => r,
+                () = watch => unreachable!("the watch never ends"),
+            }
+        }
+        .instrument(span),
+    );
     LeaseHandle::new(rx, release_tx, task)
 }

@@ -24,7 +24,7 @@ pub(crate) async fn agree(neg: &Negotiator, client: &zk::Client) -> Result<i32, 
     let path = neg.paths.params();
     let ours = record(neg);
     let data = serde_json::to_vec(&ours).expect("parameters serialise");
-    let mode = zk::CreateMode::Persistent.with_acls(acls(neg.cfg.auth.is_some()));
+    let mode = zk::CreateMode::Persistent.with_acls(acls(neg.cfg.access.restricted()));
     for _ in 0..3 {
         match client.create(&path, &data, &mode).await {
             Ok((stat, _)) => return Ok(stat.version),

@@ -2,6 +2,7 @@
 //! create the namespace, hold slots in it ([`super::hold`]), and open a new session when one
 //! expires — until the release is asked for or a fatal error.
 
+use super::access::{Access, AccessError};
 use super::hold::{self, AcrossSessions, End};
 use super::tree::acls;
 use super::{params, pool, session_gone, Negotiator};
@@ -24,26 +25,49 @@ pub enum Retry {
     FailFast,
 }
 
-/// Connects a client (digest auth when `auth` is given).
+/// Why a client could not be had: a credential file that no longer reads, or ZooKeeper's
+/// answer (with what a handshake of our own could tell about it, in terms of the flags).
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error("{0}")]
+    Access(#[from] AccessError),
+    #[error("{why}")]
+    Zk { error: zk::Error, why: String },
+}
+
+/// Connects a client with `access`'s TLS and credentials (files read again now).
 pub async fn connect(
     connect: &str,
     session_timeout: Duration,
-    auth: Option<&str>,
+    access: &Access,
     retry: Retry,
-) -> Result<zk::Client, zk::Error> {
+) -> Result<zk::Client, ConnectError> {
     // A short connection timeout: a server that drops packets is given up on within a second,
     // not two fifths of the session timeout.
     let connection_timeout = (session_timeout * 2 / 5).min(Duration::from_secs(1));
-    let mut c = zk::Client::connector()
+    let mut c = access
+        .connector()?
         .with_session_timeout(session_timeout)
         .with_connection_timeout(connection_timeout);
     if retry == Retry::FailFast {
         c = c.with_fail_eagerly();
     }
-    if let Some(a) = auth {
-        c = c.with_auth("digest", a.as_bytes());
+    match access.connect(c, connect).await {
+        Ok(client) => Ok(client),
+        Err(error) => {
+            let why = match &error {
+                zk::Error::AuthFailed => format!(
+                    "ZooKeeper refused the credentials of {}: {error}",
+                    access.identity_flags()
+                ),
+                _ => match access.diagnose(connect).await {
+                    Some(why) => why,
+                    None => format!("cannot connect to ZooKeeper at {connect}: {error}"),
+                },
+            };
+            Err(ConnectError::Zk { error, why })
+        }
     }
-    c.connect(connect).await
 }
 
 /// The negotiator's task: sessions one after another.
@@ -60,6 +84,8 @@ pub(crate) async fn run(
     // Fail fast and retry here, at least once a second: the client's own schedule backs off
     // for seconds, so after a long outage IDs would flow again only seconds after ZooKeeper.
     let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(1));
+    // After ZooKeeper refused our identity: no hammering, but a fixed credential is seen soon.
+    let mut refused = Backoff::new(Duration::from_secs(1), Duration::from_secs(10));
     loop {
         neg.proto.metrics.session_state("disconnected");
         // No session yet: only the release request interrupts the connect.
@@ -71,7 +97,6 @@ pub(crate) async fn run(
                 neg.proto.tx.send_replace(LeaseState::Released);
                 return Ok(());
             }
-            Opened::Failed(e) => return Err(neg.proto.fail(e)),
         };
         backoff.reset();
         sessions += 1;
@@ -131,8 +156,26 @@ pub(crate) async fn run(
                 tracing::warn!(reason = %why, "ZooKeeper session lost; opening a new one");
                 neg.proto.tx.send_replace(LeaseState::Lost { reason: why });
             }
+            End::Refused(what) => {
+                close(client).await;
+                neg.proto.metrics.session_state("disconnected");
+                // No session now: only the release request interrupts the pause.
+                stop.follow(CancellationToken::new());
+                let why = format!(
+                    "ZooKeeper refused access ({what}): check {} and the ACLs under --zk-root",
+                    neg.cfg.access.identity_flags()
+                );
+                tracing::warn!(reason = %why, "not ready; trying again in a few seconds");
+                neg.proto.pending(why);
+                if stop.sleep(refused.next_wait()).await.is_err() {
+                    neg.proto.tx.send_replace(LeaseState::Released);
+                    return Ok(());
+                }
+                continue;
+            }
             End::Fatal(e) => return Err(neg.proto.fail(e)),
         }
+        refused.reset();
     }
 }
 
@@ -142,7 +185,6 @@ enum Opened {
     /// Not now: try again (after the backoff already waited).
     Retry,
     Released,
-    Failed(LeaseError),
 }
 
 /// Opens a session; on a passing failure waits the next `backoff`.
@@ -151,15 +193,15 @@ async fn open(neg: &Negotiator, stop: &mut Stop, backoff: &mut Backoff) -> Opene
     let connecting = connect(
         &cfg.connect,
         cfg.session_timeout,
-        cfg.auth.as_deref(),
+        &cfg.access,
         Retry::FailFast,
     );
     match stop.or(connecting).await {
         Err(_) => Opened::Released,
         Ok(Ok(c)) => Opened::Client(c),
-        Ok(Err(e @ zk::Error::AuthFailed)) => Opened::Failed(LeaseError::Task(format!(
-            "ZooKeeper refused the credentials of --zk-auth: {e}"
-        ))),
+        // Not ready, and retried: a credential or certificate may be fixed (a Secret
+        // rotated, ZooKeeper's configuration corrected) without restarting the pod. Never
+        // a plaintext fallback, never an ID on a connection not established.
         Ok(Err(e)) => {
             tracing::warn!(error = %e, connect = %cfg.connect, "cannot connect to ZooKeeper; retrying");
             neg.proto
@@ -188,7 +230,7 @@ async fn close(client: zk::Client) {
 
 /// Creates `queue/`, `slots/` and `marks/` when missing, retrying passing faults.
 async fn make_namespace(neg: &Negotiator, client: &zk::Client, stop: &mut Stop) -> Result<(), End> {
-    let dir = zk::CreateMode::Persistent.with_acls(acls(neg.cfg.auth.is_some()));
+    let dir = zk::CreateMode::Persistent.with_acls(acls(neg.cfg.access.restricted()));
     let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(1));
     for path in [neg.paths.queue(), neg.paths.slots(), neg.paths.marks()] {
         loop {

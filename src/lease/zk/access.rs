@@ -1,0 +1,656 @@
+//! How idcar proves who it is to ZooKeeper and whom it trusts: TLS (`--zk-tls-ca`, and a
+//! client certificate from `--zk-tls-cert`/`--zk-tls-key`) and the digest credential
+//! (`--zk-auth`, or `--zk-auth-file`).
+//!
+//! Files are read again for every new connection (and checked once a second while connected),
+//! so a rotated Kubernetes Secret is picked up without a restart; a file that does not parse
+//! mid-rotation keeps the last good contents in force (logged). With TLS configured every
+//! server is reached over TLS — a `tcp://` entry in `--zk` is refused, never a plaintext
+//! fallback — and without it a `tcp+tls://` entry is refused. A connection that fails is
+//! diagnosed with a TLS handshake of our own, so the error names the flag to fix.
+//!
+//! Credentials never appear in `Debug` output, logs, metrics or error messages.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use zookeeper_client as zk;
+
+/// What went wrong with a credential or certificate file (the message names the flag).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct AccessError(pub String);
+
+/// The TLS and authentication settings of a ZooKeeper connection. Cheap to clone.
+#[derive(Clone)]
+pub struct Access {
+    digest: Option<Digest>,
+    tls: Option<Arc<Tls>>,
+}
+
+impl std::fmt::Debug for Access {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Access")
+            .field("digest", &self.digest.as_ref().map(Digest::source))
+            .field("tls", &self.tls.as_ref().map(|t| &t.files))
+            .finish()
+    }
+}
+
+#[derive(Clone)]
+enum Digest {
+    /// `--zk-auth user:password` (or `IDCAR_ZK_AUTH`).
+    Given(String),
+    /// `--zk-auth-file FILE`, read at every connect.
+    File(PathBuf),
+}
+
+impl Digest {
+    fn source(&self) -> String {
+        match self {
+            Digest::Given(_) => "--zk-auth (hidden)".into(),
+            Digest::File(p) => format!("--zk-auth-file {}", p.display()),
+        }
+    }
+
+    fn flag(&self) -> &'static str {
+        match self {
+            Digest::Given(_) => "--zk-auth",
+            Digest::File(_) => "--zk-auth-file",
+        }
+    }
+
+    fn read(&self) -> Result<String, AccessError> {
+        match self {
+            Digest::Given(s) => Ok(s.clone()),
+            Digest::File(p) => {
+                let s = std::fs::read_to_string(p).map_err(|e| {
+                    AccessError(format!("--zk-auth-file {}: cannot read: {e}", p.display()))
+                })?;
+                let s = s.trim_end_matches(['\n', '\r']).to_string();
+                check_digest(&s)
+                    .map_err(|why| AccessError(format!("--zk-auth-file {}: {why}", p.display())))?;
+                Ok(s)
+            }
+        }
+    }
+}
+
+/// `user:password`, both non-empty, on one line.
+pub fn check_digest(s: &str) -> Result<(), &'static str> {
+    match s.split_once(':') {
+        Some((u, p)) if !u.is_empty() && !p.is_empty() && !s.contains(['\n', '\r']) => Ok(()),
+        _ => Err("expected one line user:password"),
+    }
+}
+
+/// The certificate files and what was last loaded from them.
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    pub ca: PathBuf,
+    /// Client certificate and key (mutual TLS).
+    pub identity: Option<(PathBuf, PathBuf)>,
+}
+
+struct Tls {
+    files: TlsFiles,
+    certs: zk::TlsDynamicCerts,
+    /// The files' contents last loaded (to notice a rotation).
+    loaded: Mutex<Vec<u8>>,
+}
+
+impl Access {
+    /// Checks the flags and reads every file once: a missing or malformed file is an error
+    /// at start, naming its flag.
+    pub fn new(
+        auth: Option<String>,
+        auth_file: Option<PathBuf>,
+        tls: Option<TlsFiles>,
+    ) -> Result<Access, AccessError> {
+        let digest = match (auth, auth_file) {
+            (Some(_), Some(_)) => {
+                return Err(AccessError(
+                    "--zk-auth and --zk-auth-file are exclusive: give the credential once".into(),
+                ))
+            }
+            (Some(a), None) => {
+                check_digest(&a)
+                    .map_err(|_| AccessError("--zk-auth: expected user:password".into()))?;
+                Some(Digest::Given(a))
+            }
+            (None, Some(p)) => Some(Digest::File(p)),
+            (None, None) => None,
+        };
+        if let Some(d) = &digest {
+            d.read()?;
+        }
+        let tls = match tls {
+            None => None,
+            Some(files) => {
+                let (certs, raw) = load(&files)?;
+                Some(Arc::new(Tls {
+                    files,
+                    certs: zk::TlsDynamicCerts::new(certs),
+                    loaded: Mutex::new(raw),
+                }))
+            }
+        };
+        Ok(Access { digest, tls })
+    }
+
+    /// No TLS, no credential.
+    pub fn none() -> Access {
+        Access {
+            digest: None,
+            tls: None,
+        }
+    }
+
+    /// Whether the znodes idcar creates are restricted to its own identity (creator-only
+    /// ACLs): with a digest credential or a client certificate (ZooKeeper's `x509` scheme).
+    pub fn restricted(&self) -> bool {
+        self.digest.is_some()
+            || self
+                .tls
+                .as_ref()
+                .is_some_and(|t| t.files.identity.is_some())
+    }
+
+    pub fn tls(&self) -> bool {
+        self.tls.is_some()
+    }
+
+    /// The flags that identify us, for error messages.
+    pub fn identity_flags(&self) -> String {
+        let mut f = Vec::new();
+        if let Some(d) = &self.digest {
+            f.push(d.flag());
+        }
+        if self
+            .tls
+            .as_ref()
+            .is_some_and(|t| t.files.identity.is_some())
+        {
+            f.push("--zk-tls-cert");
+        }
+        if f.is_empty() {
+            "no credential (give --zk-auth-file or a client certificate)".into()
+        } else {
+            f.join(" and ")
+        }
+    }
+
+    /// Checks the connect string against the TLS setting: no plaintext entry with TLS, no
+    /// TLS entry without a CA.
+    pub fn check_connect(&self, connect: &str) -> Result<(), AccessError> {
+        // Entries are comma-separated, each `[tcp://|tcp+tls://]host[:port]`; the last may
+        // end with the chroot (`/path`), which never holds a comma.
+        if connect.chars().any(char::is_whitespace) {
+            return Err(AccessError(format!(
+                "--zk {connect:?}: no spaces in a connect string (host:port,host:port[/chroot])"
+            )));
+        }
+        for entry in connect.split(',') {
+            if self.tls() && entry.starts_with("tcp://") {
+                return Err(AccessError(format!(
+                    "--zk {entry}: a plaintext server while --zk-tls-ca is given; idcar never \
+                     falls back to plaintext (drop tcp://, and give the server's TLS port)"
+                )));
+            }
+            if !self.tls() && entry.starts_with("tcp+tls://") {
+                return Err(AccessError(format!(
+                    "--zk {entry}: a TLS server needs --zk-tls-ca (the CA that signed it)"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads the files again (a rotated Secret); keeps the last good contents if they no
+    /// longer parse. Returns whether something new was loaded.
+    pub fn refresh(&self) -> bool {
+        let Some(t) = &self.tls else { return false };
+        let raw = match raw(&t.files) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the TLS files; keeping the ones loaded");
+                return false;
+            }
+        };
+        let mut loaded = t.loaded.lock().unwrap_or_else(|p| p.into_inner());
+        if *loaded == raw {
+            return false;
+        }
+        match load(&t.files) {
+            Ok((certs, raw)) => {
+                t.certs.update(certs);
+                *loaded = raw;
+                tracing::info!("loaded rotated TLS certificates for ZooKeeper");
+                true
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "the TLS files changed but do not load (a rotation under way?); keeping the ones loaded");
+                false
+            }
+        }
+    }
+
+    /// A connector with these credentials (files read again now).
+    pub fn connector(&self) -> Result<zk::Connector, AccessError> {
+        let mut c = zk::Client::connector();
+        if let Some(d) = &self.digest {
+            c = c.with_auth("digest", d.read()?.as_bytes());
+        }
+        if let Some(t) = &self.tls {
+            self.refresh();
+            c = c.with_tls(zk::TlsOptions::new().with_certs(t.certs.clone()));
+        }
+        Ok(c)
+    }
+
+    /// Connects with `c` (TLS for every server when configured).
+    pub async fn connect(&self, c: zk::Connector, connect: &str) -> Result<zk::Client, zk::Error> {
+        if self.tls() {
+            c.secure_connect(connect).await
+        } else {
+            c.connect(connect).await
+        }
+    }
+
+    /// Why connecting to `connect` failed, in terms of the flags, when a handshake of our own
+    /// with its first server tells (TLS problems, TLS against a plaintext port or the
+    /// reverse); `None` when it does not (then the client's own error is the best there is).
+    pub async fn diagnose(&self, connect: &str) -> Option<String> {
+        let (host, port) = first_server(connect)?;
+        let files = self.tls.as_ref().map(|t| t.files.clone());
+        tokio::task::spawn_blocking(move || probe(&host, port, files.as_ref()))
+            .await
+            .ok()
+            .flatten()
+    }
+}
+
+/// The first `host:port` of a connect string (default port 2181).
+fn first_server(connect: &str) -> Option<(String, u16)> {
+    let entry = connect.split(',').next()?.trim();
+    let entry = entry
+        .strip_prefix("tcp+tls://")
+        .or_else(|| entry.strip_prefix("tcp://"))
+        .unwrap_or(entry);
+    let entry = entry.split('/').next()?;
+    let (host, port) = match entry.rsplit_once(':') {
+        Some((h, p)) if !h.ends_with(':') => (h, p.parse().ok()?),
+        _ => (entry, 2181),
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    Some((host.to_string(), port))
+}
+
+fn read_pem(flag: &str, p: &Path) -> Result<Vec<u8>, AccessError> {
+    std::fs::read(p).map_err(|e| AccessError(format!("{flag} {}: cannot read: {e}", p.display())))
+}
+
+/// The three files' contents, concatenated (to notice a change).
+fn raw(files: &TlsFiles) -> Result<Vec<u8>, AccessError> {
+    let mut all = read_pem("--zk-tls-ca", &files.ca)?;
+    if let Some((cert, key)) = &files.identity {
+        all.extend(read_pem("--zk-tls-cert", cert)?);
+        all.extend(read_pem("--zk-tls-key", key)?);
+    }
+    Ok(all)
+}
+
+/// Reads and checks the files: the CA is PEM with at least one certificate; the client
+/// certificate is PEM, within its validity, and its key matches it.
+fn load(files: &TlsFiles) -> Result<(zk::TlsCerts, Vec<u8>), AccessError> {
+    let all = raw(files)?;
+    let ca_pem = read_pem("--zk-tls-ca", &files.ca)?;
+    let ca = std::str::from_utf8(&ca_pem)
+        .ok()
+        .and_then(|s| zk::TlsCa::from_pem(s).ok())
+        .ok_or_else(|| {
+            AccessError(format!(
+                "--zk-tls-ca {}: no PEM certificate in it (expected -----BEGIN CERTIFICATE-----)",
+                files.ca.display()
+            ))
+        })?;
+    let mut b = zk::TlsCerts::builder().with_ca(ca);
+    if let Some((cert, key)) = &files.identity {
+        let cert_pem = read_pem("--zk-tls-cert", cert)?;
+        let key_pem = read_pem("--zk-tls-key", key)?;
+        let identity = check_identity(cert, &cert_pem, key, &key_pem)?;
+        b = b.with_identity(identity);
+    }
+    let certs = b
+        .build()
+        .map_err(|e| AccessError(format!("--zk-tls-ca {}: {e}", files.ca.display())))?;
+    Ok((certs, all))
+}
+
+/// The client certificate and key: PEM, in force now, and a pair.
+fn check_identity(
+    cert: &Path,
+    cert_pem: &[u8],
+    key: &Path,
+    key_pem: &[u8],
+) -> Result<zk::TlsIdentity, AccessError> {
+    let no_cert = || {
+        AccessError(format!(
+            "--zk-tls-cert {}: no PEM certificate in it (expected -----BEGIN CERTIFICATE-----)",
+            cert.display()
+        ))
+    };
+    let ders: Vec<_> = rustls_pemfile::certs(&mut &cert_pem[..])
+        .collect::<Result<_, _>>()
+        .map_err(|_| no_cert())?;
+    let leaf = ders.first().ok_or_else(no_cert)?;
+    let key_der = rustls_pemfile::private_key(&mut &key_pem[..])
+        .ok()
+        .flatten()
+        .ok_or_else(|| {
+            AccessError(format!(
+                "--zk-tls-key {}: no PEM private key in it (expected -----BEGIN PRIVATE KEY----- \
+                 or an RSA/EC key)",
+                key.display()
+            ))
+        })?;
+    let (_, parsed) = x509_parser::parse_x509_certificate(leaf).map_err(|_| no_cert())?;
+    let validity = parsed.validity();
+    let now = x509_parser::time::ASN1Time::now();
+    if now > validity.not_after {
+        return Err(AccessError(format!(
+            "--zk-tls-cert {}: the certificate expired on {}",
+            cert.display(),
+            validity.not_after
+        )));
+    }
+    if now < validity.not_before {
+        return Err(AccessError(format!(
+            "--zk-tls-cert {}: the certificate is not valid before {}",
+            cert.display(),
+            validity.not_before
+        )));
+    }
+    let provider = rustls::crypto::aws_lc_rs::default_provider();
+    let signer = provider
+        .key_provider
+        .load_private_key(key_der.clone_key())
+        .map_err(|e| {
+            AccessError(format!(
+                "--zk-tls-key {}: cannot use the key: {e}",
+                key.display()
+            ))
+        })?;
+    let matches = signer
+        .public_key()
+        .is_some_and(|spki| spki.as_ref() == parsed.tbs_certificate.subject_pki.raw);
+    if !matches {
+        return Err(AccessError(format!(
+            "--zk-tls-key {} does not match the certificate in --zk-tls-cert {}",
+            key.display(),
+            cert.display()
+        )));
+    }
+    let (cert_s, key_s) = (
+        String::from_utf8_lossy(cert_pem),
+        String::from_utf8_lossy(key_pem),
+    );
+    zk::TlsIdentity::from_pem(&cert_s, &key_s)
+        .map_err(|e| AccessError(format!("--zk-tls-cert {}: {e}", cert.display())))
+}
+
+/// A TLS handshake of our own with `host:port` (bounded to a few seconds), telling what is
+/// wrong in terms of the flags; `None` when nothing is (or nothing can be told).
+fn probe(host: &str, port: u16, files: Option<&TlsFiles>) -> Option<String> {
+    use rustls::pki_types::ServerName;
+    use std::io::{Read, Write};
+    use std::net::ToSocketAddrs;
+    // Short: it runs after every failed connect, before the next try.
+    const LIMIT: Duration = Duration::from_secs(1);
+    let addr = (host, port).to_socket_addrs().ok()?.next()?;
+    let mut tcp = std::net::TcpStream::connect_timeout(&addr, LIMIT).ok()?;
+    tcp.set_read_timeout(Some(LIMIT)).ok()?;
+    tcp.set_write_timeout(Some(LIMIT)).ok()?;
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .ok()?;
+    let config = match files {
+        Some(f) => {
+            let mut roots = rustls::RootCertStore::empty();
+            let ca = std::fs::read(&f.ca).ok()?;
+            for c in rustls_pemfile::certs(&mut &ca[..]).flatten() {
+                let _ = roots.add(c);
+            }
+            let b = builder.with_root_certificates(roots);
+            match &f.identity {
+                Some((cert, key)) => {
+                    let certs = rustls_pemfile::certs(&mut &std::fs::read(cert).ok()?[..])
+                        .collect::<Result<Vec<_>, _>>()
+                        .ok()?;
+                    let key =
+                        rustls_pemfile::private_key(&mut &std::fs::read(key).ok()?[..]).ok()??;
+                    b.with_client_auth_cert(certs, key).ok()?
+                }
+                None => b.with_no_client_auth(),
+            }
+        }
+        // Plaintext configured: does the port speak TLS? Any certificate will do to find out.
+        None => builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AnyServer(provider)))
+            .with_no_client_auth(),
+    };
+    let name = ServerName::try_from(host.to_string()).ok()?;
+    let mut conn = rustls::ClientConnection::new(Arc::new(config), name).ok()?;
+    let mut stream = rustls::Stream::new(&mut conn, &mut tcp);
+    // ZooKeeper speaks after the client: a handshake that completes is followed by a short
+    // read (nothing to send: bytes of ours left unread would turn a refusal into a reset),
+    // for a refusal of our certificate that TLS 1.3 only reports then. Silence is success.
+    let outcome = stream.flush().and_then(|()| {
+        stream
+            .sock
+            .set_read_timeout(Some(Duration::from_millis(500)))?;
+        match stream.read(&mut [0u8; 64]) {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                Ok(())
+            }
+            r => r.map(|_| ()),
+        }
+    });
+    let tls_error = |e: &std::io::Error| {
+        e.get_ref()
+            .and_then(|i| i.downcast_ref::<rustls::Error>())
+            .cloned()
+    };
+    match (files, outcome) {
+        (None, Ok(())) => Some(format!(
+            "{host}:{port} speaks TLS: give --zk-tls-ca (and --zk-tls-cert/--zk-tls-key if it \
+             asks for a client certificate), or point --zk at the plaintext client port"
+        )),
+        (None, Err(e)) => match tls_error(&e) {
+            Some(rustls::Error::InvalidMessage(_)) | None => None,
+            Some(_) => Some(format!(
+                "{host}:{port} speaks TLS: give --zk-tls-ca, or point --zk at the plaintext \
+                 client port"
+            )),
+        },
+        (Some(_), Ok(())) => None,
+        (Some(f), Err(e)) => Some(explain(host, port, f, tls_error(&e), &e)),
+    }
+}
+
+/// A handshake's failure with TLS configured, in terms of the flags.
+fn explain(
+    host: &str,
+    port: u16,
+    f: &TlsFiles,
+    e: Option<rustls::Error>,
+    io: &std::io::Error,
+) -> String {
+    use rustls::{AlertDescription as A, CertificateError as C, Error as E};
+    let ca = f.ca.display();
+    let cert = f
+        .identity
+        .as_ref()
+        .map_or("(none given)".to_string(), |(c, _)| c.display().to_string());
+    match e {
+        Some(E::InvalidCertificate(c)) => match c {
+            C::UnknownIssuer | C::BadSignature => {
+                format!("the certificate of {host}:{port} is not signed by --zk-tls-ca {ca}")
+            }
+            C::NotValidForName | C::NotValidForNameContext { .. } => format!(
+                "the certificate of {host}:{port} is not for {host:?} (the name in --zk): it \
+                 must name it in its subjectAltName"
+            ),
+            C::Expired | C::ExpiredContext { .. } => {
+                format!("the certificate of {host}:{port} has expired")
+            }
+            C::NotValidYet | C::NotValidYetContext { .. } => {
+                format!("the certificate of {host}:{port} is not valid yet (check the clocks)")
+            }
+            C::Revoked => format!("the certificate of {host}:{port} is revoked"),
+            other => format!("the certificate of {host}:{port} is refused: {other:?}"),
+        },
+        Some(E::AlertReceived(A::CertificateRequired | A::HandshakeFailure))
+            if f.identity.is_none() =>
+        {
+            format!(
+                "{host}:{port} asks for a client certificate: give --zk-tls-cert and \
+                 --zk-tls-key"
+            )
+        }
+        Some(E::AlertReceived(
+            A::BadCertificate
+            | A::UnknownCA
+            | A::CertificateUnknown
+            | A::CertificateExpired
+            | A::CertificateRevoked
+            | A::CertificateRequired
+            | A::HandshakeFailure
+            | A::DecryptError,
+        )) => format!(
+            "{host}:{port} refused the client certificate --zk-tls-cert {cert} (is it signed by \
+             a CA ZooKeeper trusts, and in force?)"
+        ),
+        Some(E::InvalidMessage(_)) => format!(
+            "{host}:{port} does not speak TLS: --zk points at a plaintext port while \
+             --zk-tls-ca is given (use ZooKeeper's secureClientPort)"
+        ),
+        Some(other) => format!("TLS with {host}:{port} failed: {other}"),
+        None if io.kind() == std::io::ErrorKind::UnexpectedEof
+            || io.kind() == std::io::ErrorKind::ConnectionReset =>
+        {
+            format!(
+                "{host}:{port} closed the connection during the TLS handshake: a plaintext port \
+                 while --zk-tls-ca is given (use ZooKeeper's secureClientPort), or it refused \
+                 the client certificate --zk-tls-cert {cert}"
+            )
+        }
+        None => format!("TLS with {host}:{port} failed: {io}"),
+    }
+}
+
+/// Accepts any server certificate: only to find out whether a port speaks TLS.
+#[derive(Debug)]
+struct AnyServer(Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for AnyServer {
+    fn verify_server_cert(
+        &self,
+        _: &rustls::pki_types::CertificateDer<'_>,
+        _: &[rustls::pki_types::CertificateDer<'_>],
+        _: &rustls::pki_types::ServerName<'_>,
+        _: &[u8],
+        _: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        _: &[u8],
+        _: &rustls::pki_types::CertificateDer<'_>,
+        _: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        Ok(rustls::client::danger::HandshakeSignatureValid::assertion())
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        _: &[u8],
+        _: &rustls::pki_types::CertificateDer<'_>,
+        _: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        Ok(rustls::client::danger::HandshakeSignatureValid::assertion())
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_server_of_a_connect_string() {
+        assert_eq!(first_server("a:1,b:2/chroot"), Some(("a".into(), 1)));
+        assert_eq!(first_server("tcp+tls://h:2281"), Some(("h".into(), 2281)));
+        assert_eq!(first_server("tcp://h:1,k:2/r"), Some(("h".into(), 1)));
+        assert_eq!(first_server("host"), Some(("host".into(), 2181)));
+        assert_eq!(first_server("[::1]:7"), Some(("::1".into(), 7)));
+    }
+
+    #[test]
+    fn a_tls_server_needs_a_ca() {
+        let plain = Access::none();
+        assert!(plain.check_connect("a:1,tcp+tls://b:2").is_err());
+        assert!(plain.check_connect("a:1,tcp://b:2").is_ok());
+        assert!(plain.check_connect("tcp+tls://b:2/chroot").is_err());
+    }
+
+    #[test]
+    fn tls_never_reaches_a_plaintext_entry() {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = dir.path().join("ca.pem");
+        let status = std::process::Command::new("bash")
+            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/zk/tls-certs.sh"))
+            .arg(dir.path())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let tls = Access::new(None, None, Some(TlsFiles { ca, identity: None })).unwrap();
+        for s in [
+            "tcp://a:1",
+            "b:2,tcp://a:1/chroot",
+            " tcp://a:1",
+            "a:1, b:2",
+        ] {
+            assert!(tls.check_connect(s).is_err(), "{s}");
+        }
+        assert!(tls.check_connect("a:1,tcp+tls://b:2/chroot").is_ok());
+    }
+
+    #[test]
+    fn digest_credentials_are_checked_and_hidden() {
+        assert!(check_digest("u:p").is_ok());
+        for bad in ["", "u", ":p", "u:", "u:p\nx"] {
+            assert!(check_digest(bad).is_err(), "{bad:?}");
+        }
+        let a = Access::new(Some("idcar:s3cret".into()), None, None).unwrap();
+        assert!(!format!("{a:?}").contains("s3cret"));
+        assert!(a.restricted());
+        let e = Access::new(Some("nopassword".into()), None, None).unwrap_err();
+        assert!(
+            e.0.contains("--zk-auth") && !e.0.contains("nopassword"),
+            "{e}"
+        );
+    }
+}
