@@ -6,6 +6,8 @@
 //! - [`tree`]: the paths of a namespace and what its nodes hold;
 //! - `session`: the session loop — connect (retrying), follow the session, open a new one
 //!   when it expires;
+//! - `access`: TLS and credentials — certificate and credential files read for every new
+//!   connection, errors that name the flag, creator-only ACLs when an identity is given;
 //! - `params`: the pool's recorded parameters, agreed at each session;
 //! - `claim`: queue up and take a free slot (or probe large pools at random);
 //! - `marks`: ZooKeeper as the protocol's [`MarkStore`](crate::lease::protocol::MarkStore)
