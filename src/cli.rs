@@ -124,8 +124,8 @@ impl LayoutArgs {
     }
 }
 
-/// ZooKeeper connection flags, shared by `serve` and `pool`.
-#[derive(Debug, Args, Clone)]
+/// ZooKeeper connection flags, shared by `serve` and `pool`. `Debug` hides the credential.
+#[derive(Args, Clone)]
 pub struct ZkArgs {
     /// Root of idcar's tree in ZooKeeper.
     #[arg(long, env = "IDCAR_ZK_ROOT", default_value = "/idcar")]
@@ -168,6 +168,20 @@ pub struct ZkArgs {
         requires = "zk_tls_cert"
     )]
     pub zk_tls_key: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for ZkArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ZkArgs")
+            .field("zk_root", &self.zk_root)
+            .field("zk_session_timeout", &self.zk_session_timeout)
+            .field("zk_auth", &self.zk_auth.as_ref().map(|_| "(hidden)"))
+            .field("zk_auth_file", &self.zk_auth_file)
+            .field("zk_tls_ca", &self.zk_tls_ca)
+            .field("zk_tls_cert", &self.zk_tls_cert)
+            .field("zk_tls_key", &self.zk_tls_key)
+            .finish()
+    }
 }
 
 pub(crate) fn duration(s: &str) -> Result<Duration, String> {

@@ -9,6 +9,9 @@ use std::process::ExitCode;
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
+    // One TLS crypto provider for the process (ZooKeeper's TLS client builds its configuration
+    // from the default): never a panic should another crate enable a second one.
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

@@ -102,3 +102,14 @@ fn the_default_horizon_depends_on_the_mode() {
         "still a valid configuration"
     );
 }
+
+#[test]
+fn the_digest_credential_never_shows_in_debug_output() {
+    let argv = ["idcar", "serve", "--zk", "h:1", "--zk-auth", "idcar:s3cret"];
+    let Command::Serve(a) = Cli::try_parse_from(argv).unwrap().command else {
+        unreachable!()
+    };
+    assert!(!format!("{a:?}").contains("s3cret"));
+    let c = ServeConfig::from_args(&a, 0).unwrap();
+    assert!(!format!("{c:?}").contains("s3cret"));
+}
