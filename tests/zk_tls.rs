@@ -286,10 +286,10 @@ async fn tls_errors_name_the_flag() {
     a.stop_ok().await;
 }
 
-/// The server's certificate does not name the host in --zk.
+/// The server's certificate does not name the host in --zk, or has expired.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_server_certificate_for_another_name_is_refused() {
-    let zk = Zk::tls_for("none", "DNS:zookeeper.example");
+async fn a_server_certificate_for_another_name_or_expired_is_refused() {
+    let zk = Zk::tls_for("none", "DNS:zookeeper.example", 825);
     let flags = tls_flags(certs(&zk), false);
     let (code, _, err) = pool(&tls_connect(&zk), &flags);
     assert_eq!(code, 1, "{err}");
@@ -297,6 +297,12 @@ async fn a_server_certificate_for_another_name_is_refused() {
         err.contains("is not for \"127.0.0.1\"") && err.contains("--zk"),
         "{err}"
     );
+    let expired = Zk::tls_for("none", "IP:127.0.0.1", 0);
+    std::thread::sleep(Duration::from_millis(1_100));
+    let flags = tls_flags(certs(&expired), false);
+    let (code, _, err) = pool(&tls_connect(&expired), &flags);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("has expired"), "{err}");
 }
 
 /// Digest credentials from a file: a wrong password is refused by the ACLs, not ready (the

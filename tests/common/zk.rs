@@ -77,15 +77,16 @@ impl Zk {
     /// certificates made by `zk/tls-certs.sh`, client certificates mapped to `x509`
     /// identities); `client_auth`: ZooKeeper's `ssl.clientAuth` (`need`, `want`, `none`).
     pub fn tls(client_auth: &str) -> Zk {
-        Self::start(1, Some((client_auth, "IP:127.0.0.1,DNS:localhost")))
+        Self::start(1, Some((client_auth, "IP:127.0.0.1,DNS:localhost", 825)))
     }
 
-    /// As [`Zk::tls`], with a server certificate for `san` (its subjectAltName) only.
-    pub fn tls_for(client_auth: &str, san: &str) -> Zk {
-        Self::start(1, Some((client_auth, san)))
+    /// As [`Zk::tls`], with a server certificate for `san` (its subjectAltName) only, valid
+    /// for `days` (0: expired a second after it is made).
+    pub fn tls_for(client_auth: &str, san: &str, days: u32) -> Zk {
+        Self::start(1, Some((client_auth, san, days)))
     }
 
-    fn start(n: usize, tls: Option<(&str, &str)>) -> Zk {
+    fn start(n: usize, tls: Option<(&str, &str, u32)>) -> Zk {
         let mut last = String::new();
         for _ in 0..3 {
             match Self::try_start(n, tls) {
@@ -96,17 +97,18 @@ impl Zk {
         panic!("ZooKeeper did not start (is it installed? run zk/ensure-zookeeper.sh): {last}");
     }
 
-    fn try_start(n: usize, tls: Option<(&str, &str)>) -> Result<Zk, String> {
+    fn try_start(n: usize, tls: Option<(&str, &str, u32)>) -> Result<Zk, String> {
         let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
         let tls = match tls {
             None => None,
-            Some((auth, san)) => {
+            Some((auth, san, days)) => {
                 let certs = tmp.path().join("certs");
                 let script = format!("{}/zk/tls-certs.sh", env!("CARGO_MANIFEST_DIR"));
                 let out = Command::new("bash")
                     .arg(script)
                     .arg(&certs)
                     .env("SERVER_SAN", san)
+                    .env("SERVER_DAYS", days.to_string())
                     .output()
                     .map_err(|e| e.to_string())?;
                 if !out.status.success() {
