@@ -64,8 +64,12 @@ fn pool(connect: &str, extra: &[String]) -> (i32, String, String) {
     (code, out, format!("{err}\n(idcar {})", args.join(" ")))
 }
 
-fn access(dir: &Path, mutual: bool) -> Access {
-    let identity = mutual.then(|| (dir.join("client.pem"), dir.join("client-key.pem")));
+/// TLS with the CA in `dir` and the client certificate `NAME.pem`/`NAME-key.pem` there.
+fn access(dir: &Path, name: &str) -> Access {
+    let identity = Some((
+        dir.join(format!("{name}.pem")),
+        dir.join(format!("{name}-key.pem")),
+    ));
     Access::new(
         None,
         None,
@@ -111,7 +115,9 @@ async fn mutual_tls_gives_the_pool_to_the_certificate() {
     assert_eq!(code, 0, "{err}");
     assert!(out.contains(&format!("\"pid\": {}", a.child.id())), "{out}");
 
-    let owner = client_with(&connect, &access(&dir, true)).await.unwrap();
+    let owner = client_with(&connect, &access(&dir, "client"))
+        .await
+        .unwrap();
     let (acls, _) = owner.get_acl("/idcar/lable64/0/slots").await.unwrap();
     assert!(
         acls.iter()
@@ -122,15 +128,7 @@ async fn mutual_tls_gives_the_pool_to_the_certificate() {
     let slot = format!("/idcar/lable64/0/slots/{}", slots[0]);
 
     sign_client(&dir, "other", "other", 30, None);
-    let other = Access::new(
-        None,
-        None,
-        Some(TlsFiles {
-            ca: dir.join("ca.pem"),
-            identity: Some((dir.join("other.pem"), dir.join("other-key.pem"))),
-        }),
-    )
-    .unwrap();
+    let other = access(&dir, "other");
     let strangers = [
         (
             "anonymous, plaintext",

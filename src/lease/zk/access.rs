@@ -96,7 +96,7 @@ struct Tls {
     files: TlsFiles,
     certs: zk::TlsDynamicCerts,
     /// The files' contents last loaded (to notice a rotation).
-    loaded: Mutex<Vec<u8>>,
+    loaded: Mutex<Contents>,
 }
 
 impl Access {
@@ -127,11 +127,12 @@ impl Access {
         let tls = match tls {
             None => None,
             Some(files) => {
-                let (certs, raw) = load(&files)?;
+                let contents = read(&files)?;
+                let certs = load(&files, &contents)?;
                 Some(Arc::new(Tls {
                     files,
                     certs: zk::TlsDynamicCerts::new(certs),
-                    loaded: Mutex::new(raw),
+                    loaded: Mutex::new(contents),
                 }))
             }
         };
@@ -210,21 +211,21 @@ impl Access {
     /// longer parse. Returns whether something new was loaded.
     pub fn refresh(&self) -> bool {
         let Some(t) = &self.tls else { return false };
-        let raw = match raw(&t.files) {
-            Ok(r) => r,
+        let contents = match read(&t.files) {
+            Ok(c) => c,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot read the TLS files; keeping the ones loaded");
                 return false;
             }
         };
         let mut loaded = t.loaded.lock().unwrap_or_else(|p| p.into_inner());
-        if *loaded == raw {
+        if *loaded == contents {
             return false;
         }
-        match load(&t.files) {
-            Ok((certs, raw)) => {
+        match load(&t.files, &contents) {
+            Ok(certs) => {
                 t.certs.update(certs);
-                *loaded = raw;
+                *loaded = contents;
                 tracing::info!("loaded rotated TLS certificates for ZooKeeper");
                 true
             }
@@ -290,22 +291,32 @@ fn read_pem(flag: &str, p: &Path) -> Result<Vec<u8>, AccessError> {
     std::fs::read(p).map_err(|e| AccessError(format!("{flag} {}: cannot read: {e}", p.display())))
 }
 
-/// The three files' contents, concatenated (to notice a change).
-fn raw(files: &TlsFiles) -> Result<Vec<u8>, AccessError> {
-    let mut all = read_pem("--zk-tls-ca", &files.ca)?;
-    if let Some((cert, key)) = &files.identity {
-        all.extend(read_pem("--zk-tls-cert", cert)?);
-        all.extend(read_pem("--zk-tls-key", key)?);
-    }
-    Ok(all)
+/// What the files hold, read once (compared to notice a rotation).
+#[derive(PartialEq)]
+struct Contents {
+    ca: Vec<u8>,
+    /// Certificate and key.
+    identity: Option<(Vec<u8>, Vec<u8>)>,
 }
 
-/// Reads and checks the files: the CA is PEM with at least one certificate; the client
+fn read(files: &TlsFiles) -> Result<Contents, AccessError> {
+    let identity = match &files.identity {
+        Some((cert, key)) => Some((
+            read_pem("--zk-tls-cert", cert)?,
+            read_pem("--zk-tls-key", key)?,
+        )),
+        None => None,
+    };
+    Ok(Contents {
+        ca: read_pem("--zk-tls-ca", &files.ca)?,
+        identity,
+    })
+}
+
+/// Checks what the files hold: the CA is PEM with at least one certificate; the client
 /// certificate is PEM, within its validity, and its key matches it.
-fn load(files: &TlsFiles) -> Result<(zk::TlsCerts, Vec<u8>), AccessError> {
-    let all = raw(files)?;
-    let ca_pem = read_pem("--zk-tls-ca", &files.ca)?;
-    let ca = std::str::from_utf8(&ca_pem)
+fn load(files: &TlsFiles, c: &Contents) -> Result<zk::TlsCerts, AccessError> {
+    let ca = std::str::from_utf8(&c.ca)
         .ok()
         .and_then(|s| zk::TlsCa::from_pem(s).ok())
         .ok_or_else(|| {
@@ -315,16 +326,11 @@ fn load(files: &TlsFiles) -> Result<(zk::TlsCerts, Vec<u8>), AccessError> {
             ))
         })?;
     let mut b = zk::TlsCerts::builder().with_ca(ca);
-    if let Some((cert, key)) = &files.identity {
-        let cert_pem = read_pem("--zk-tls-cert", cert)?;
-        let key_pem = read_pem("--zk-tls-key", key)?;
-        let identity = check_identity(cert, &cert_pem, key, &key_pem)?;
-        b = b.with_identity(identity);
+    if let (Some((cert, key)), Some((cert_pem, key_pem))) = (&files.identity, &c.identity) {
+        b = b.with_identity(check_identity(cert, cert_pem, key, key_pem)?);
     }
-    let certs = b
-        .build()
-        .map_err(|e| AccessError(format!("--zk-tls-ca {}: {e}", files.ca.display())))?;
-    Ok((certs, all))
+    b.build()
+        .map_err(|e| AccessError(format!("--zk-tls-ca {}: {e}", files.ca.display())))
 }
 
 /// The client certificate and key: PEM, in force now, and a pair.
