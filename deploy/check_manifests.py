@@ -5,7 +5,7 @@ HELP being the text of `idcar serve --help`).
 - the PrometheusRule carries exactly the groups of the plain rules file;
 - the PodMonitor selects the example's pods and scrapes a port the idcar container names;
 - the kustomization lists files that exist;
-- the example pod runs idcar as a native sidecar, non-root, read-only, no privilege
+- the example pods (ZooKeeper's and etcd's) run idcar as a native sidecar, non-root, read-only, no privilege
   escalation, all capabilities dropped, with requests and limits, probes that read state
   only (never an ID path), an fsGroup for the socket, and only IDCAR_* variables that
   `idcar serve --help` knows.
@@ -41,68 +41,77 @@ check(prule["kind"] == "PrometheusRule", "prometheusrule.yaml is a PrometheusRul
 check(prule["spec"]["groups"] == rules["groups"],
       "PrometheusRule groups differ from deploy/prometheus/idcar-rules.yml")
 
-deploy = load(os.path.join(K8S, "deployment.yaml"))[0]
-pod = deploy["spec"]["template"]
-spec = pod["spec"]
-sidecars = [c for c in spec.get("initContainers", []) if c["name"] == "idcar"]
-check(len(sidecars) == 1, "an init container named idcar")
-idcar = sidecars[0]
-check(idcar.get("restartPolicy") == "Always", "idcar is a native sidecar (restartPolicy: Always)")
+def check_deployment(path):
+    """The example pod in `path`: native sidecar, hardened, probes, variables, volumes."""
+    deploy = load(path)[0]
+    pod = deploy["spec"]["template"]
+    spec = pod["spec"]
+    sidecars = [c for c in spec.get("initContainers", []) if c["name"] == "idcar"]
+    check(len(sidecars) == 1, "an init container named idcar")
+    idcar = sidecars[0]
+    check(idcar.get("restartPolicy") == "Always", "idcar is a native sidecar (restartPolicy: Always)")
 
-mon = load(os.path.join(K8S, "podmonitor.yaml"))[0]
-labels = pod["metadata"]["labels"]
-for k, v in mon["spec"]["selector"]["matchLabels"].items():
-    check(labels.get(k) == v, f"PodMonitor selects {k}={v}, the pod has {labels.get(k)!r}")
-ports = {p["name"]: p["containerPort"] for p in idcar.get("ports", [])}
-for ep in mon["spec"]["podMetricsEndpoints"]:
-    check(ep["port"] in ports, f"PodMonitor port {ep['port']!r} is named by the idcar container")
-    check(ep.get("path", "/metrics") == "/metrics", "PodMonitor scrapes /metrics")
+    mon = load(os.path.join(K8S, "podmonitor.yaml"))[0]
+    labels = pod["metadata"]["labels"]
+    for k, v in mon["spec"]["selector"]["matchLabels"].items():
+        check(labels.get(k) == v, f"PodMonitor selects {k}={v}, the pod has {labels.get(k)!r}")
+    ports = {p["name"]: p["containerPort"] for p in idcar.get("ports", [])}
+    for ep in mon["spec"]["podMetricsEndpoints"]:
+        check(ep["port"] in ports, f"PodMonitor port {ep['port']!r} is named by the idcar container")
+        check(ep.get("path", "/metrics") == "/metrics", "PodMonitor scrapes /metrics")
 
-kust = load(os.path.join(K8S, "kustomization.yaml"))[0]
-for r in kust["resources"]:
-    check(os.path.exists(os.path.join(K8S, r)), f"kustomization resource {r} exists")
+    kust = load(os.path.join(K8S, "kustomization.yaml"))[0]
+    for r in kust["resources"]:
+        check(os.path.exists(os.path.join(K8S, r)), f"kustomization resource {r} exists")
 
-check(spec.get("securityContext", {}).get("fsGroup") is not None, "the pod sets fsGroup")
-check(0 < spec.get("terminationGracePeriodSeconds", 0) <= 120, "a termination grace period")
-for c in spec.get("initContainers", []) + spec["containers"]:
-    sc = c.get("securityContext", {})
-    name = c["name"]
-    check(sc.get("runAsNonRoot") is True and sc.get("runAsUser", 0) != 0, f"{name} runs as non-root")
-    check(sc.get("readOnlyRootFilesystem") is True, f"{name} has a read-only root filesystem")
-    check(sc.get("allowPrivilegeEscalation") is False, f"{name} cannot escalate privileges")
-    check(sc.get("capabilities", {}).get("drop") == ["ALL"], f"{name} drops all capabilities")
-    res = c.get("resources", {})
-    check({"cpu", "memory"} <= set(res.get("requests", {})), f"{name} has cpu and memory requests")
-    check("memory" in res.get("limits", {}), f"{name} has a memory limit")
+    check(spec.get("securityContext", {}).get("fsGroup") is not None, "the pod sets fsGroup")
+    check(0 < spec.get("terminationGracePeriodSeconds", 0) <= 120, "a termination grace period")
+    for c in spec.get("initContainers", []) + spec["containers"]:
+        sc = c.get("securityContext", {})
+        name = c["name"]
+        check(sc.get("runAsNonRoot") is True and sc.get("runAsUser", 0) != 0, f"{name} runs as non-root")
+        check(sc.get("readOnlyRootFilesystem") is True, f"{name} has a read-only root filesystem")
+        check(sc.get("allowPrivilegeEscalation") is False, f"{name} cannot escalate privileges")
+        check(sc.get("capabilities", {}).get("drop") == ["ALL"], f"{name} drops all capabilities")
+        res = c.get("resources", {})
+        check({"cpu", "memory"} <= set(res.get("requests", {})), f"{name} has cpu and memory requests")
+        check("memory" in res.get("limits", {}), f"{name} has a memory limit")
 
-for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
-    p = idcar.get(probe)
-    check(p is not None, f"idcar has a {probe}")
-    if p is None:
-        continue
-    if "httpGet" in p:
-        check(p["httpGet"]["path"] in ("/readyz", "/healthz"), f"{probe} reads state only")
-        check(p["httpGet"]["port"] in ports or p["httpGet"]["port"] in ports.values(),
-              f"{probe} targets the admin port")
-    else:
-        check(p.get("exec", {}).get("command", [None, None])[:2] == ["idcar", "probe"],
-              f"{probe} uses idcar probe")
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        p = idcar.get(probe)
+        check(p is not None, f"idcar has a {probe}")
+        if p is None:
+            continue
+        if "httpGet" in p:
+            check(p["httpGet"]["path"] in ("/readyz", "/healthz"), f"{probe} reads state only")
+            check(p["httpGet"]["port"] in ports or p["httpGet"]["port"] in ports.values(),
+                  f"{probe} targets the admin port")
+        else:
+            check(p.get("exec", {}).get("command", [None, None])[:2] == ["idcar", "probe"],
+                  f"{probe} uses idcar probe")
 
-env = {e["name"]: e for e in idcar.get("env", [])}
-for name in env:
-    if name.startswith("IDCAR_"):
-        check(name in help_text, f"{name} is a variable `idcar serve --help` knows")
-check("IDCAR_POD_NAME" in env and env["IDCAR_POD_NAME"].get("valueFrom", {}).get("fieldRef", {})
-      .get("fieldPath") == "metadata.name", "the pod name comes from the downward API")
-admin = env.get("IDCAR_ADMIN_ADDR", {}).get("value", "")
-check(not admin.startswith("127.") and admin.endswith(":%d" % ports.get("admin", 0)),
-      "the admin listener is reachable by kubelet on the named admin port")
-check(env.get("IDCAR_STATE_FILE", {}).get("value", "").startswith("/var/lib/idcar/"),
-      "the state file is on the writable volume")
-mounts = {m["mountPath"] for m in idcar.get("volumeMounts", [])}
-check({"/run/idcar", "/var/lib/idcar"} <= mounts, "idcar mounts the socket and state volumes")
-app_mounts = {m["mountPath"] for c in spec["containers"] for m in c.get("volumeMounts", [])}
-check("/run/idcar" in app_mounts, "the app shares the socket volume")
+    env = {e["name"]: e for e in idcar.get("env", [])}
+    for name in env:
+        if name.startswith("IDCAR_"):
+            check(name in help_text, f"{name} is a variable `idcar serve --help` knows")
+    check("IDCAR_POD_NAME" in env and env["IDCAR_POD_NAME"].get("valueFrom", {}).get("fieldRef", {})
+          .get("fieldPath") == "metadata.name", "the pod name comes from the downward API")
+    admin = env.get("IDCAR_ADMIN_ADDR", {}).get("value", "")
+    check(not admin.startswith("127.") and admin.endswith(":%d" % ports.get("admin", 0)),
+          "the admin listener is reachable by kubelet on the named admin port")
+    check(env.get("IDCAR_STATE_FILE", {}).get("value", "").startswith("/var/lib/idcar/"),
+          "the state file is on the writable volume")
+    mounts = {m["mountPath"] for m in idcar.get("volumeMounts", [])}
+    check({"/run/idcar", "/var/lib/idcar"} <= mounts, "idcar mounts the socket and state volumes")
+    app_mounts = {m["mountPath"] for c in spec["containers"] for m in c.get("volumeMounts", [])}
+    check("/run/idcar" in app_mounts, "the app shares the socket volume")
+
+
+for example in ("deployment.yaml", os.path.join("etcd", "deployment.yaml")):
+    check_deployment(os.path.join(K8S, example))
+kust_etcd = load(os.path.join(K8S, "etcd", "kustomization.yaml"))[0]
+for r in kust_etcd["resources"]:
+    check(os.path.exists(os.path.join(K8S, "etcd", r)), f"etcd kustomization resource {r} exists")
 
 for f in failures:
     print(f"FAILED: {f}")

@@ -1,12 +1,15 @@
-//! Benchmarks the ZooKeeper negotiator against a running ZooKeeper.
+//! Benchmarks the pool negotiation against a running ZooKeeper, or etcd with `--etcd`.
 //!
 //! ```text
 //! bash zk/zk.sh start                        # standalone on 127.0.0.1:2181
 //! cargo run --release --example claimbench -- --zk 127.0.0.1:2181
+//! bash etcd/etcd.sh start                    # one member on 127.0.0.1:2379
+//! cargo run --release --example claimbench -- --etcd 127.0.0.1:2379
 //! ```
 //!
-//! Each negotiator has its own ZooKeeper session, as separate idcar processes would; all run
-//! in this process under a fresh root so earlier runs do not interfere. Reports:
+//! Each negotiator has its own ZooKeeper session (or etcd lease and connection), as separate
+//! idcar processes would; all run in this process under a fresh root so earlier runs do not
+//! interfere. Reports:
 //! 1. uncontended claim: claim duration (queue node to slot node and mark read, i.e. after
 //!    the session is established) and start-to-lease, medians over repeated claims;
 //! 2. 65 started together: time until all 64 slots are held, and until the 65th reports the
@@ -16,11 +19,13 @@
 //!    Deployment does it — all N start and hold; then every sidecar in turn is released and
 //!    replaced by a new one, `--surge` at a time. Reports the time until all N held at first,
 //!    the rolling restart's duration, claim latency p50/p99 of the replacements, and
-//!    ZooKeeper writes/s at steady state for the N holders.
+//!    store writes/s at steady state for the N holders (mark writes; with etcd also the
+//!    keep-alives of the N leases, one per holder per third of `--etcd-ttl`).
 
 use clap::Parser;
 use idcar::clock::SystemClock;
 use idcar::layout::{by_name, LayoutParams};
+use idcar::lease::etcd::{self, EtcdAccess, EtcdConfig};
 use idcar::lease::protocol::Timing;
 use idcar::lease::zk::{self, ZkConfig};
 use idcar::lease::{LeaseHandle, LeaseState};
@@ -33,6 +38,18 @@ struct Args {
     /// ZooKeeper connect string.
     #[arg(long, default_value = "127.0.0.1:2181")]
     zk: String,
+    /// etcd endpoints: benchmark etcd instead of ZooKeeper.
+    #[arg(long)]
+    etcd: Option<String>,
+    /// Every negotiator's --renew-interval (store writes/s = negotiators / interval).
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    renew_interval: Duration,
+    /// Every negotiator's --lease-horizon (at least twice the renew interval).
+    #[arg(long, default_value = "3s", value_parser = humantime::parse_duration)]
+    horizon: Duration,
+    /// The etcd leases' TTL (with --etcd).
+    #[arg(long, default_value = "6s", value_parser = humantime::parse_duration)]
+    etcd_ttl: Duration,
     /// Repetitions of the uncontended claim.
     #[arg(long, default_value_t = 20)]
     repeat: usize,
@@ -50,37 +67,64 @@ struct Args {
     surge: usize,
 }
 
-fn config(connect: &str, root: &str, cluster: u8) -> ZkConfig {
-    ZkConfig {
-        connect: connect.to_string(),
-        root: root.to_string(),
-        layout: "lable64",
-        cluster,
-        pool_size: 64,
-        prefer: None,
-        session_timeout: Duration::from_secs(6),
-        timing: Timing {
-            horizon: Duration::from_secs(3),
-            renew_every: Duration::from_secs(1),
-            max_clock_wait: Duration::from_secs(10),
-            starve: Duration::ZERO,
-        },
-        access: idcar::lease::zk::Access::none(),
-        pod: None,
-        pool_params: vec![("layout".into(), "lable64".into())],
-        planted: Default::default(),
+/// The timings of every negotiator (idcar's defaults unless given).
+fn timing(args: &Args) -> Timing {
+    Timing {
+        horizon: args.horizon,
+        renew_every: args.renew_interval,
+        max_clock_wait: Duration::from_secs(10).max(args.horizon),
+        starve: Duration::ZERO,
     }
 }
 
-fn negotiator(cfg: ZkConfig) -> (LeaseHandle, Arc<Metrics>) {
+/// Starts one negotiator of `cluster` under `root` in the store benchmarked.
+fn negotiator(args: &Args, root: &str, cluster: u8) -> (LeaseHandle, Arc<Metrics>) {
     let scheme = by_name("lable64", LayoutParams::default())
         .unwrap()
         .scheme();
-    let metrics = Arc::new(Metrics::new("lable64", cfg.cluster));
-    (
-        zk::start(cfg, scheme, Arc::new(SystemClock), metrics.clone()),
-        metrics,
-    )
+    let metrics = Arc::new(Metrics::new("lable64", cluster));
+    let params = vec![("layout".to_string(), "lable64".to_string())];
+    let clock = Arc::new(SystemClock);
+    let lease = match &args.etcd {
+        None => zk::start(
+            ZkConfig {
+                connect: args.zk.clone(),
+                root: root.to_string(),
+                layout: "lable64",
+                cluster,
+                pool_size: 64,
+                prefer: None,
+                session_timeout: Duration::from_secs(6),
+                timing: timing(args),
+                access: idcar::lease::zk::Access::none(),
+                pod: None,
+                pool_params: params,
+                planted: Default::default(),
+            },
+            scheme,
+            clock,
+            metrics.clone(),
+        ),
+        Some(endpoints) => etcd::start(
+            EtcdConfig {
+                access: EtcdAccess::new(endpoints, None, None).expect("--etcd endpoints"),
+                prefix: root.to_string(),
+                layout: "lable64",
+                cluster,
+                pool_size: 64,
+                prefer: None,
+                ttl: args.etcd_ttl,
+                timing: timing(args),
+                pod: None,
+                pool_params: params,
+                planted: Default::default(),
+            },
+            scheme,
+            clock,
+            metrics.clone(),
+        ),
+    };
+    (lease, metrics)
 }
 
 async fn held(lease: &LeaseHandle, limit: Duration) -> anyhow::Result<()> {
@@ -108,7 +152,7 @@ async fn main() -> anyhow::Result<()> {
     let (mut claims, mut totals) = (Vec::new(), Vec::new());
     for _ in 0..args.repeat {
         let t = Instant::now();
-        let (lease, m) = negotiator(config(&args.zk, &root, 0));
+        let (lease, m) = negotiator(&args, &root, 0);
         held(&lease, Duration::from_secs(30)).await?;
         totals.push(t.elapsed());
         claims.push(Duration::from_secs_f64(
@@ -126,9 +170,7 @@ async fn main() -> anyhow::Result<()> {
 
     // 2. 65 started together for 64 slots.
     let t = Instant::now();
-    let all: Vec<_> = (0..65)
-        .map(|_| negotiator(config(&args.zk, &root, 1)))
-        .collect();
+    let all: Vec<_> = (0..65).map(|_| negotiator(&args, &root, 1)).collect();
     let (mut all_held_at, mut exhausted_at) = (None, None);
     let mut held_count = 0;
     let deadline = t + Duration::from_secs(60);
@@ -158,7 +200,7 @@ async fn main() -> anyhow::Result<()> {
     tokio::time::sleep(args.renew_window).await;
     let after = m0.lease.renewals.with_label_values(&["ok"]).get();
     println!(
-        "steady state: {:.2} mark writes/s per holder (one multi: check slot + set mark) over {:?}",
+        "steady state: {:.2} mark writes/s per holder (one multi or txn: check slot + set mark) over {:?}",
         (after - before) as f64 / args.renew_window.as_secs_f64(),
         args.renew_window
     );
@@ -181,9 +223,7 @@ async fn rolling_restart(args: &Args, root: &str) -> anyhow::Result<()> {
     let n = args.sidecars;
     let cluster = |i: usize| (i % usize::from(args.clusters.max(1))) as u8;
     let t = Instant::now();
-    let mut fleet: Vec<_> = (0..n)
-        .map(|i| negotiator(config(&args.zk, root, cluster(i))))
-        .collect();
+    let mut fleet: Vec<_> = (0..n).map(|i| negotiator(args, root, cluster(i))).collect();
     for (lease, _) in &fleet {
         held(lease, Duration::from_secs(120)).await?;
     }
@@ -200,17 +240,23 @@ async fn rolling_restart(args: &Args, root: &str) -> anyhow::Result<()> {
     };
     let before = writes(&fleet);
     tokio::time::sleep(args.renew_window).await;
-    println!(
-        "  steady state: {:.0} ZooKeeper writes/s for {n} holders",
-        (writes(&fleet) - before) as f64 / args.renew_window.as_secs_f64()
-    );
+    let per_s = (writes(&fleet) - before) as f64 / args.renew_window.as_secs_f64();
+    match &args.etcd {
+        None => println!("  steady state: {per_s:.0} ZooKeeper writes/s for {n} holders"),
+        Some(_) => println!(
+            "  steady state: {per_s:.0} etcd mark writes/s for {n} holders, plus {:.0} lease \
+             keep-alives/s (one per holder per third of the {:?} TTL)",
+            n as f64 / (args.etcd_ttl.as_secs_f64() / 3.0),
+            args.etcd_ttl
+        ),
+    }
     let t = Instant::now();
     let mut latencies = Vec::with_capacity(n);
     for start in (0..n).step_by(args.surge.max(1)) {
         let end = (start + args.surge).min(n);
         for (i, slot) in fleet.iter_mut().enumerate().take(end).skip(start) {
             // Release the old one (SIGTERM), then its replacement starts.
-            let fresh = negotiator(config(&args.zk, root, cluster(i)));
+            let fresh = negotiator(args, root, cluster(i));
             let (old, _) = std::mem::replace(slot, fresh);
             old.release(None).await?;
         }

@@ -45,8 +45,9 @@ pub enum Command {
     Get(GetArgs),
     /// Print the fields of an ID.
     Decode(DecodeArgs),
-    /// Show who holds which slot in ZooKeeper, each slot's mark, free slots and waiters.
-    Pool(PoolArgs),
+    /// Show who holds which slot in ZooKeeper or etcd, each slot's mark, free slots and
+    /// waiters.
+    Pool(Box<PoolArgs>),
     /// Ask a running idcar's admin listener whether it is ready (or alive, with --live); exit
     /// 0 if so, 1 if not, with a one-line reason. Never consumes an ID: for exec probes and
     /// container healthchecks.
@@ -184,6 +185,43 @@ impl std::fmt::Debug for ZkArgs {
     }
 }
 
+/// etcd connection flags, shared by `serve` and `pool`.
+#[derive(Args, Clone, Debug)]
+pub struct EtcdArgs {
+    /// Prefix of idcar's keys in etcd (as --zk-root is for ZooKeeper).
+    #[arg(long, env = "IDCAR_ETCD_PREFIX", default_value = "/idcar")]
+    pub etcd_prefix: String,
+    /// TTL of this instance's etcd lease, in whole seconds (etcd's minimum is 2s): how long
+    /// its slot stays held after it stops answering, as --zk-session-timeout is for ZooKeeper.
+    #[arg(long, env = "IDCAR_ETCD_TTL", default_value = "6s", value_parser = duration)]
+    pub etcd_ttl: Duration,
+    /// User and password for etcd from FILE (one line `user:password`, e.g. a mounted
+    /// Kubernetes Secret), read again for every new etcd lease.
+    #[arg(long, env = "IDCAR_ETCD_AUTH_FILE", value_name = "FILE")]
+    pub etcd_auth_file: Option<PathBuf>,
+    /// TLS to etcd: the CA certificate(s) (PEM) that signed etcd's certificates; each must
+    /// name the host or IP given in --etcd. Every endpoint is then reached over TLS.
+    #[arg(long, env = "IDCAR_ETCD_TLS_CA", value_name = "FILE")]
+    pub etcd_tls_ca: Option<PathBuf>,
+    /// With --etcd-tls-ca: a client certificate (PEM) for mutual TLS (with etcd's
+    /// --client-cert-auth its common name is the etcd user). Needs --etcd-tls-key.
+    #[arg(
+        long,
+        env = "IDCAR_ETCD_TLS_CERT",
+        value_name = "FILE",
+        requires = "etcd_tls_key"
+    )]
+    pub etcd_tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of --etcd-tls-cert.
+    #[arg(
+        long,
+        env = "IDCAR_ETCD_TLS_KEY",
+        value_name = "FILE",
+        requires = "etcd_tls_cert"
+    )]
+    pub etcd_tls_key: Option<PathBuf>,
+}
+
 pub(crate) fn duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 500ms, 3s, 1m)"))
 }
@@ -215,30 +253,37 @@ pub struct ServeArgs {
     #[arg(long, env = "IDCAR_CLUSTER_ID", default_value_t = 0)]
     pub cluster_id: u8,
     /// Generator ID (slot: lable64's generator, ugd60's worker, si53's MID, sno80's partition,
-    /// muid128's medallion index): the static slot without ZooKeeper (default 0); with --zk,
-    /// the slot to take when it is free.
+    /// muid128's medallion index): the static slot without a store (default 0); with --zk or
+    /// --etcd, the slot to take when it is free.
     #[arg(long, env = "IDCAR_GENERATOR_ID")]
     pub generator_id: Option<u32>,
     /// ZooKeeper connect string (`host:port[,host:port...][/chroot]`): negotiate the slot
     /// there instead of using a static one.
-    #[arg(long, env = "IDCAR_ZK")]
+    #[arg(long, env = "IDCAR_ZK", conflicts_with = "etcd")]
     pub zk: Option<String>,
     #[command(flatten)]
     pub zk_args: ZkArgs,
-    /// With --zk: the pod this instance runs in, shown as the slot's holder by `idcar pool`
+    /// etcd endpoints (`host:port` or `http(s)://host:port`, comma-separated): negotiate the
+    /// slot there, as with --zk (exclusive with it).
+    #[arg(long, env = "IDCAR_ETCD", value_name = "URL[,URL...]")]
+    pub etcd: Option<String>,
+    #[command(flatten)]
+    pub etcd_args: EtcdArgs,
+    /// With --zk or --etcd: the pod this instance runs in, shown as the slot's holder by `idcar pool`
     /// (set it from the downward API's metadata.name). POD_NAME is read when it is not set.
     #[arg(long, env = "IDCAR_POD_NAME")]
     pub pod_name: Option<String>,
-    /// With --zk: negotiate only slots 0..N (default: the layout's whole pool), e.g. to keep
+    /// With --zk or --etcd: negotiate only slots 0..N (default: the layout's whole pool), e.g. to keep
     /// the rest for static instances.
     #[arg(long, env = "IDCAR_POOL_SIZE")]
     pub pool_size: Option<u32>,
     /// State file holding the static slot's time mark (survives restarts; keep it on a
-    /// volume that outlives the process). Not used with --zk.
+    /// volume that outlives the process). Not used with --zk or --etcd.
     #[arg(long, env = "IDCAR_STATE_FILE", default_value = "idcar.state")]
     pub state_file: PathBuf,
     /// How far ahead of the clock each lease time mark reaches [default: 3s; with --zk, the
-    /// session timeout less 1s, within 3s..5s: 5s for the default session]. In ZooKeeper mode
+    /// session timeout less 1s, within 3s..5s: 5s for the default session; with --etcd, the
+    /// same from --etcd-ttl]. In ZooKeeper mode
     /// a horizon below the session timeout costs a successor no wait (the session expires
     /// first) and rides out longer stalls of ZooKeeper's own disk.
     #[arg(long, env = "IDCAR_LEASE_HORIZON", value_parser = duration)]
@@ -321,12 +366,18 @@ pub struct GetArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("store").required(true).args(["zk", "etcd"])))]
 pub struct PoolArgs {
     /// ZooKeeper connect string.
     #[arg(long, env = "IDCAR_ZK")]
-    pub zk: String,
+    pub zk: Option<String>,
     #[command(flatten)]
     pub zk_args: ZkArgs,
+    /// etcd endpoints (`host:port` or `http(s)://host:port`, comma-separated), instead of --zk.
+    #[arg(long, env = "IDCAR_ETCD", value_name = "URL[,URL...]")]
+    pub etcd: Option<String>,
+    #[command(flatten)]
+    pub etcd_args: EtcdArgs,
     #[command(flatten)]
     pub layout: LayoutArgs,
     /// Only this cluster (default: every cluster found).

@@ -4,7 +4,7 @@
 //! subcommands only ever see checked values. Layouts report their own domain errors
 //! ([`layout::BuildError`]); this module maps them to flags.
 
-use crate::cli::{DecodeArgs, LayoutArgs, PoolArgs, ProbeArgs, ServeArgs, ZkArgs};
+use crate::cli::{DecodeArgs, EtcdArgs, LayoutArgs, PoolArgs, ProbeArgs, ServeArgs, ZkArgs};
 use crate::layout::{self, BuildError, Layout, Param, TextForm};
 use crate::lease::protocol::Timing;
 use crate::server::{AdminLimits, ConnLimits};
@@ -94,6 +94,63 @@ pub enum LeaseSource {
     Static { slot: u32, state_file: PathBuf },
     /// A slot negotiated in ZooKeeper.
     Zk(ZkSettings),
+    /// A slot negotiated in etcd.
+    Etcd(EtcdSettings),
+}
+
+/// How to reach etcd, checked (shared by `serve` and `pool`).
+#[derive(Debug, Clone)]
+pub struct EtcdConn {
+    pub access: crate::lease::etcd::EtcdAccess,
+    pub prefix: String,
+    pub ttl: Duration,
+}
+
+/// Checked etcd settings of `serve`.
+#[derive(Debug, Clone)]
+pub struct EtcdSettings {
+    pub conn: EtcdConn,
+    pub pool_size: u32,
+    pub prefer: Option<u32>,
+    /// The pod name for the slot's owner record.
+    pub pod: Option<String>,
+}
+
+impl EtcdConn {
+    /// Checks the etcd flags shared by `serve` and `pool`.
+    pub fn from_args(endpoints: &str, e: &EtcdArgs) -> Result<EtcdConn, UsageError> {
+        let prefix = e.etcd_prefix.trim_end_matches('/');
+        if !prefix.starts_with('/') || prefix.split('/').skip(1).any(str::is_empty) {
+            return usage(format!(
+                "--etcd-prefix {:?}: expected an absolute path such as /idcar",
+                e.etcd_prefix
+            ));
+        }
+        let ttl = e.etcd_ttl;
+        if ttl.subsec_nanos() != 0 || ttl < Duration::from_secs(2) || ttl > Duration::from_secs(600)
+        {
+            return usage(format!(
+                "--etcd-ttl must be whole seconds between 2s (etcd's minimum) and 10m, got {ttl:?}"
+            ));
+        }
+        let tls = match (&e.etcd_tls_ca, &e.etcd_tls_cert, &e.etcd_tls_key) {
+            (None, None, None) => None,
+            (None, _, _) => {
+                return usage("--etcd-tls-cert and --etcd-tls-key need --etcd-tls-ca (TLS to etcd)")
+            }
+            (Some(ca), cert, key) => Some(crate::lease::zk::TlsFiles {
+                ca: ca.clone(),
+                identity: cert.clone().zip(key.clone()),
+            }),
+        };
+        let access = crate::lease::etcd::EtcdAccess::new(endpoints, tls, e.etcd_auth_file.clone())
+            .map_err(|e| UsageError(e.0))?;
+        Ok(EtcdConn {
+            access,
+            prefix: prefix.to_string(),
+            ttl,
+        })
+    }
 }
 
 /// How to reach ZooKeeper, checked (shared by `serve` and `pool`).
@@ -284,16 +341,18 @@ fn lease_source(a: &ServeArgs, layout: &dyn Layout) -> Result<LeaseSource, Usage
             slots - 1
         ));
     }
-    let Some(connect) = &a.zk else {
+    if a.zk.is_some() && a.etcd.is_some() {
+        return usage("--zk and --etcd are exclusive: the pool lives in one store");
+    }
+    if a.zk.is_none() && a.etcd.is_none() {
         if a.pool_size.is_some() {
-            return usage("--pool-size needs --zk");
+            return usage("--pool-size needs --zk or --etcd");
         }
         return Ok(LeaseSource::Static {
             slot: a.generator_id.unwrap_or(0),
             state_file: a.state_file.clone(),
         });
-    };
-    let conn = ZkConn::from_args(connect, &a.zk_args)?;
+    }
     let pool_size = a.pool_size.unwrap_or(slots);
     if pool_size == 0 || pool_size > slots {
         return usage(format!(
@@ -307,37 +366,48 @@ fn lease_source(a: &ServeArgs, layout: &dyn Layout) -> Result<LeaseSource, Usage
             pool_size - 1
         ));
     }
+    let pod = a
+        .pod_name
+        .clone()
+        .or_else(|| std::env::var("POD_NAME").ok())
+        .filter(|p| !p.is_empty());
+    if let Some(endpoints) = &a.etcd {
+        return Ok(LeaseSource::Etcd(EtcdSettings {
+            conn: EtcdConn::from_args(endpoints, &a.etcd_args)?,
+            pool_size,
+            prefer: a.generator_id,
+            pod,
+        }));
+    }
+    let connect = a.zk.as_deref().unwrap_or_default();
     Ok(LeaseSource::Zk(ZkSettings {
-        conn,
+        conn: ZkConn::from_args(connect, &a.zk_args)?,
         pool_size,
         prefer: a.generator_id,
-        pod: a
-            .pod_name
-            .clone()
-            .or_else(|| std::env::var("POD_NAME").ok())
-            .filter(|p| !p.is_empty()),
+        pod,
     }))
 }
 
 const HOUR: Duration = Duration::from_secs(3600);
 
 /// `--lease-horizon`, or its default for the mode: 3 s in static mode; with `--zk`, the
-/// session timeout less a second, within 3-5 s (a successor waits for the session to expire
+/// session timeout (with `--etcd`, the etcd lease's TTL) less a second, within 3-5 s (a successor waits for the session to expire
 /// anyway, so a horizon below it costs no wait, and a longer one rides out longer stalls of
 /// ZooKeeper's own log writes on a busy node), and not above an explicit `--max-clock-wait`
 /// (which must be at least the horizon: a setting that was valid with 3 s stays valid).
 fn lease_horizon(a: &ServeArgs) -> Duration {
     const STATIC: Duration = Duration::from_secs(3);
-    match (a.lease_horizon, &a.zk) {
-        (Some(h), _) => h,
-        (None, None) => STATIC,
-        (None, Some(_)) => a
-            .zk_args
-            .zk_session_timeout
+    let expiry = match (&a.zk, &a.etcd) {
+        (Some(_), _) => a.zk_args.zk_session_timeout,
+        (None, Some(_)) => a.etcd_args.etcd_ttl,
+        (None, None) => return a.lease_horizon.unwrap_or(STATIC),
+    };
+    a.lease_horizon.unwrap_or_else(|| {
+        expiry
             .saturating_sub(Duration::from_secs(1))
             .clamp(STATIC, Duration::from_secs(5))
-            .min(a.max_clock_wait.max(STATIC)),
-    }
+            .min(a.max_clock_wait.max(STATIC))
+    })
 }
 
 /// Every duration at most an hour; the lease's timings consistent with each other.
@@ -426,10 +496,17 @@ fn connection_limits(a: &ServeArgs) -> Result<ConnLimits, UsageError> {
     })
 }
 
+/// The store `pool` reads.
+#[derive(Debug)]
+pub enum PoolStore {
+    Zk(ZkConn),
+    Etcd(EtcdConn),
+}
+
 /// Everything `pool` needs, checked.
 #[derive(Debug)]
 pub struct PoolConfig {
-    pub zk: ZkConn,
+    pub store: PoolStore,
     pub layout: Box<dyn Layout>,
     /// Only this cluster, or every cluster found.
     pub cluster: Option<u8>,
@@ -439,7 +516,12 @@ pub struct PoolConfig {
 
 impl PoolConfig {
     pub fn from_args(a: &PoolArgs) -> Result<PoolConfig, UsageError> {
-        let zk = ZkConn::from_args(&a.zk, &a.zk_args)?;
+        let store = match (&a.zk, &a.etcd) {
+            (Some(_), Some(_)) => return usage("--zk and --etcd are exclusive"),
+            (Some(zk), None) => PoolStore::Zk(ZkConn::from_args(zk, &a.zk_args)?),
+            (None, Some(etcd)) => PoolStore::Etcd(EtcdConn::from_args(etcd, &a.etcd_args)?),
+            (None, None) => return usage("give --zk or --etcd: the store the pool lives in"),
+        };
         let layout = build_layout(&a.layout, a.cluster_id.unwrap_or(0))?;
         let slots = layout.scheme().slots;
         let pool_size = a.pool_size.unwrap_or(slots);
@@ -447,7 +529,7 @@ impl PoolConfig {
             return usage(format!("--pool-size must be between 1 and {slots}"));
         }
         Ok(PoolConfig {
-            zk,
+            store,
             layout,
             cluster: a.cluster_id,
             pool_size,

@@ -112,7 +112,7 @@ pub struct Metrics {
     pub pool_exhausted: IntGauge,
 }
 
-/// The lease's metrics (both kinds of lease) and the ZooKeeper session's.
+/// The lease's metrics (every kind of lease), the ZooKeeper session's and etcd's leases.
 #[derive(Debug)]
 pub struct LeaseMetrics {
     pub held: IntGauge,
@@ -128,6 +128,7 @@ pub struct LeaseMetrics {
     pub renewals_late: IntCounter,
     pub zk_session_state: IntGaugeVec,
     pub zk_reconnects: IntCounter,
+    pub etcd_leases: IntCounter,
 }
 
 /// The ZooKeeper session states reported by `idcar_zk_session_state{state}`.
@@ -392,6 +393,11 @@ impl Metrics {
             zk_reconnects: r.counter(
                 "idcar_zk_reconnects_total",
                 "ZooKeeper reconnections: a session resumed after a disconnect, or a new session",
+            ),
+            etcd_leases: r.counter(
+                "idcar_etcd_leases_total",
+                "etcd leases granted to this instance: one at start, and one more each time the \
+                 last one ended (etcd said it expired, or etcd refused us mid-lease)",
             ),
         }
     }

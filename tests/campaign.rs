@@ -1,7 +1,7 @@
 //! The randomized fault campaign (`idcar-campaign`, whose checker's unit tests live beside it
 //! in `src/bin/idcar-campaign/check.rs`), short runs: it passes on main with a
-//! fixed seed (lable64) and a random one (sno80), and it catches each of the two lease bugs
-//! planted behind the `fault-injection` feature. Each run is about 80 s; they run one at a
+//! fixed seed (lable64) and a random one (sno80), and with etcd as the store, and it catches
+//! each of the two lease bugs planted behind the `fault-injection` feature (one with etcd too). Each run is about 80 s; they run one at a
 //! time. Needs root (network namespaces, nftables), as CI has: see docs/campaign.md.
 
 use serde_json::Value;
@@ -63,8 +63,10 @@ fn passes(args: &[&str]) {
     ran_for_real(&r);
 }
 
-fn catches(bug: &str) {
-    let (code, r) = campaign(&["--seed", "7", "--duration", "60s", "--plant-bug", bug]);
+fn catches(bug: &str, extra: &[&str]) {
+    let mut args = vec!["--seed", "7", "--duration", "60s", "--plant-bug", bug];
+    args.extend_from_slice(extra);
+    let (code, r) = campaign(&args);
     assert_eq!(code, 1, "the planted bug {bug} went unnoticed: {r:#}");
     assert_eq!(r["verdict"], "fail");
     let checks: Vec<&str> = r["violations"]
@@ -105,12 +107,22 @@ fn sno80_campaign_with_a_random_seed_passes() {
 
 #[test]
 fn a_successor_that_ignores_the_mark_is_caught() {
-    catches("skip-mark-wait");
+    catches("skip-mark-wait", &[]);
+}
+
+#[test]
+fn etcd_campaign_with_a_fixed_seed_passes() {
+    passes(&["--seed", "7", "--duration", "60s", "--store", "etcd"]);
+}
+
+#[test]
+fn a_successor_that_ignores_the_mark_is_caught_with_etcd() {
+    catches("skip-mark-wait", &["--store", "etcd"]);
 }
 
 #[test]
 fn a_renewal_that_stores_a_lower_mark_is_caught() {
-    catches("lower-mark");
+    catches("lower-mark", &[]);
 }
 
 #[test]

@@ -22,7 +22,9 @@ fn manifests_validate_against_kubernetes_1_29_and_the_newest_schemas() {
             cmd.args(["-k", v]);
         }
         cmd.arg(k8s.join("deployment.yaml"))
-            .arg(k8s.join("zookeeper.yaml"));
+            .arg(k8s.join("zookeeper.yaml"))
+            .arg(k8s.join("etcd/deployment.yaml"))
+            .arg(k8s.join("etcd/etcd.yaml"));
         let (ok, out) = run_tool(&mut cmd, LIMIT);
         assert!(ok, "kubernetes-validate {version:?}:\n{out}");
         for resource in [
@@ -30,6 +32,9 @@ fn manifests_validate_against_kubernetes_1_29_and_the_newest_schemas() {
             "statefulset/zk",
             "service/zk-hs",
             "poddisruptionbudget/zk",
+            "statefulset/etcd",
+            "service/etcd-hs",
+            "poddisruptionbudget/etcd",
         ] {
             assert!(
                 out.contains(&format!("passed for resource {resource}")),

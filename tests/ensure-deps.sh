@@ -4,6 +4,7 @@
 # environment under target/test-tools (nothing installed into the system Python).
 #
 #   ZooKeeper (and Java)   zk/ensure-zookeeper.sh         the lease's tests run real servers
+#   etcd, etcdctl          etcd-server, etcd-client       the etcd store's tests run real members
 #   promtool               Debian package prometheus      alert rules: check and unit tests; metrics lint
 #   yamllint               Debian package yamllint        deploy/ and docker-compose.yml
 #   setpriv                Debian package util-linux      the socket-permission test (other uids)
@@ -35,6 +36,8 @@ apt_install() {
 }
 
 missing=()
+command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
+command -v etcdctl >/dev/null 2>&1 || missing+=(etcd-client)
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 command -v yamllint >/dev/null 2>&1 || missing+=(yamllint)
 command -v setpriv >/dev/null 2>&1 || missing+=(util-linux)
@@ -51,6 +54,7 @@ python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
 if [ ${#missing[@]} -gt 0 ]; then
   apt_install "${missing[@]}"
 fi
+echo "etcd: $(etcd --version 2>&1 | head -1)"
 echo "promtool: $(promtool --version 2>&1 | head -1)"
 echo "yamllint: $(yamllint --version)"
 echo "go: $(go version)"

@@ -1,14 +1,16 @@
-//! The lease protocol's conformance suite, run against every store: the state file and a real
-//! ZooKeeper (started per test on a loopback port). Each check drives the one hold loop
+//! The lease protocol's conformance suite, run against every store: the state file, a real
+//! ZooKeeper and a real etcd (each started per test on loopback ports). Each check drives the one hold loop
 //! (`idcar::lease::protocol::hold`) over the store; faults the store cannot be asked for
 //! (a lost reply, a failing write) come from thin wrappers around the real store, never a
 //! mock of it. A new store is one `Fixture` and one `conformance!` line at the end.
 
 mod common;
 
+use common::etcd::Etcd;
 use common::zk::Zk;
 use idcar::clock::{Clock, ManualClock, SystemClock};
 use idcar::layout::{by_name, LayoutParams};
+use idcar::lease::etcd::{Etcd as EtcdClient, EtcdMarks};
 use idcar::lease::local::FileMarks;
 use idcar::lease::protocol::{
     self, Claim, MarkStore, Outcome, Protocol, StoreError, Stored, Timing,
@@ -130,6 +132,158 @@ impl Fixture for ZkFixture {
     async fn stored(&self) -> u64 {
         let (d, _) = self.client.get_data(&self.paths.mark(SLOT)).await.unwrap();
         idcar::lease::zk::tree::parse_mark(&d).unwrap()
+    }
+}
+
+struct EtcdFixture {
+    etcd: Etcd,
+    client: EtcdClient,
+    paths: Paths,
+}
+
+/// An etcd holder: the marks of a lease kept alive while it exists; dropped, the lease is
+/// revoked (as a ZooKeeper holder's session closes with its client).
+struct EtcdHolder {
+    marks: EtcdMarks,
+    keeper: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for EtcdHolder {
+    fn drop(&mut self) {
+        self.keeper.abort();
+        let (etcd, lease) = (self.marks.etcd.clone(), self.marks.lease);
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                let _ = etcd.revoke(lease).await;
+            });
+        }
+    }
+}
+
+impl MarkStore for EtcdHolder {
+    type Version = i64;
+    fn name(&self) -> &'static str {
+        self.marks.name()
+    }
+    fn key(&self, slot: u32) -> String {
+        self.marks.key(slot)
+    }
+    async fn read(&self, slot: u32) -> Result<Stored<i64>, StoreError> {
+        self.marks.read(slot).await
+    }
+    async fn write(&self, c: &Claim<i64>, mark: u64) -> Result<i64, StoreError> {
+        self.marks.write(c, mark).await
+    }
+    async fn own_write(&self, c: &Claim<i64>, attempts: &[u64]) -> Option<(i64, u64)> {
+        self.marks.own_write(c, attempts).await
+    }
+    async fn write_down(&self, c: &Claim<i64>, mark: u64) -> Result<(), StoreError> {
+        self.marks.write_down(c, mark).await
+    }
+    async fn give_back(&self, slot: u32) {
+        self.marks.give_back(slot).await
+    }
+}
+
+fn etcd_put(
+    key: &str,
+    value: &[u8],
+    lease: i64,
+) -> idcar::lease::etcd::pb::etcdserverpb::TxnRequest {
+    use idcar::lease::etcd::pb::etcdserverpb as rpc;
+    rpc::TxnRequest {
+        compare: vec![rpc::Compare {
+            result: rpc::compare::CompareResult::Equal as i32,
+            target: rpc::compare::CompareTarget::Create as i32,
+            key: key.as_bytes().to_vec(),
+            range_end: vec![],
+            target_union: Some(rpc::compare::TargetUnion::CreateRevision(0)),
+        }],
+        success: vec![rpc::RequestOp {
+            request: Some(rpc::request_op::Request::RequestPut(rpc::PutRequest {
+                key: key.as_bytes().to_vec(),
+                value: value.to_vec(),
+                lease,
+                ..Default::default()
+            })),
+        }],
+        failure: vec![],
+    }
+}
+
+impl Fixture for EtcdFixture {
+    type S = EtcdHolder;
+    async fn new() -> Self {
+        let etcd = Etcd::single();
+        let client = etcd.client().await;
+        EtcdFixture {
+            etcd,
+            client,
+            paths: Paths::new("/conformance", "lable64", 0),
+        }
+    }
+    async fn holder(&self) -> EtcdHolder {
+        let client = self.etcd.client().await;
+        let (lease, _) = client.grant(3).await.unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let r = client
+                .txn("claim", etcd_put(&self.paths.slot(SLOT), b"{}", lease))
+                .await
+                .unwrap();
+            if r.succeeded {
+                break;
+            }
+            assert!(Instant::now() < deadline, "slot {SLOT} stays held");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let keep = client.clone();
+        let keeper = tokio::spawn(async move {
+            for _ in 0..600 {
+                let _ = keep.keep_alive(lease).await;
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        });
+        EtcdHolder {
+            marks: EtcdMarks {
+                etcd: client,
+                paths: self.paths.clone(),
+                lease,
+            },
+            keeper,
+        }
+    }
+    async fn foreign_write(&self, mark: u64) {
+        use idcar::lease::etcd::pb::etcdserverpb as rpc;
+        let key = self.paths.mark(SLOT);
+        let put = rpc::TxnRequest {
+            compare: vec![],
+            success: vec![rpc::RequestOp {
+                request: Some(rpc::request_op::Request::RequestPut(rpc::PutRequest {
+                    key: key.as_bytes().to_vec(),
+                    value: format!("{mark} 00000000000000ff").into_bytes(),
+                    ..Default::default()
+                })),
+            }],
+            failure: vec![],
+        };
+        self.client.txn("foreign write", put).await.unwrap();
+    }
+    async fn stored(&self) -> u64 {
+        use idcar::lease::etcd::pb::etcdserverpb as rpc;
+        let key = self.paths.mark(SLOT);
+        let r = self
+            .client
+            .range(
+                "read",
+                rpc::RangeRequest {
+                    key: key.into_bytes(),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+        idcar::lease::zk::tree::parse_mark(&r.kvs[0].value).unwrap()
     }
 }
 
@@ -510,3 +664,4 @@ macro_rules! conformance {
 
 conformance!(state_file, FileFixture);
 conformance!(zookeeper, ZkFixture);
+conformance!(etcd, EtcdFixture);

@@ -4,6 +4,7 @@
 use crate::clock::{Clock, SkewedClock, SystemClock};
 use crate::config::{LeaseSource, ServeConfig, UsageError};
 use crate::descriptors;
+use crate::lease::etcd::{self, EtcdConfig};
 use crate::lease::local::{self, LocalConfig};
 use crate::lease::runtime::LeaseRuntime;
 use crate::lease::zk::{self, ZkConfig};
@@ -173,6 +174,24 @@ fn start_lease(
             clock,
             metrics,
         ),
+        LeaseSource::Etcd(e) => etcd::start(
+            EtcdConfig {
+                access: e.conn.access.clone(),
+                prefix: e.conn.prefix.clone(),
+                layout: cfg.layout.name(),
+                cluster: cfg.cluster,
+                pool_size: e.pool_size,
+                prefer: e.prefer,
+                ttl: e.conn.ttl,
+                timing: cfg.timings,
+                pod: e.pod.clone(),
+                pool_params: cfg.params.clone(),
+                planted: cfg.planted,
+            },
+            scheme,
+            clock,
+            metrics,
+        ),
     })
 }
 
@@ -188,6 +207,7 @@ fn log_serving(cfg: &ServeConfig, bound: &Bound) {
         lease = %match &cfg.lease {
             LeaseSource::Static { slot, .. } => format!("static slot {slot}"),
             LeaseSource::Zk(z) => format!("zookeeper {} (pool of {})", z.conn.connect, z.pool_size),
+            LeaseSource::Etcd(e) => format!("etcd {} (pool of {})", e.conn.access.endpoints.join(","), e.pool_size),
         },
         "idcar serving"
     );

@@ -101,6 +101,53 @@ fn the_default_horizon_depends_on_the_mode() {
         Duration::from_secs(4),
         "still a valid configuration"
     );
+    // etcd: the same rule from the etcd lease's TTL.
+    let etcd = ["--etcd", "127.0.0.1:2379"];
+    assert_eq!(
+        horizon(&etcd),
+        Duration::from_secs(5),
+        "the default 6 s TTL"
+    );
+    let ttl = |t: &'static str| [etcd[0], etcd[1], "--etcd-ttl", t];
+    assert_eq!(horizon(&ttl("2s")), Duration::from_secs(3));
+    assert_eq!(horizon(&ttl("5s")), Duration::from_secs(4));
+}
+
+#[test]
+fn etcd_settings_are_checked() {
+    let LeaseSource::Etcd(e) = parse(&["--etcd", "h:1,http://g:2", "--etcd-ttl", "2s"])
+        .unwrap()
+        .lease
+    else {
+        panic!("etcd mode")
+    };
+    assert_eq!(e.conn.access.endpoints, ["http://h:1", "http://g:2"]);
+    assert_eq!(e.conn.ttl, Duration::from_secs(2));
+    assert_eq!(e.conn.prefix, "/idcar");
+    assert_eq!(e.pool_size, 64);
+    for (bad, says) in [
+        (&["--etcd", "h:1", "--etcd-ttl", "1s"][..], "--etcd-ttl"),
+        (&["--etcd", "h:1", "--etcd-ttl", "2500ms"], "whole seconds"),
+        (
+            &["--etcd", "h:1", "--etcd-prefix", "/a//b"],
+            "--etcd-prefix",
+        ),
+        (
+            &[
+                "--etcd",
+                "h:1",
+                "--etcd-tls-cert",
+                "c.pem",
+                "--etcd-tls-key",
+                "k.pem",
+            ],
+            "--etcd-tls-ca",
+        ),
+        (&["--pool-size", "3"], "--pool-size needs --zk or --etcd"),
+    ] {
+        let err = parse(bad).unwrap_err().to_string();
+        assert!(err.contains(says), "{bad:?}: {err}");
+    }
 }
 
 #[test]

@@ -8,9 +8,13 @@
 //! [`protocol`] is the one lease protocol — wait past the mark, write ahead by
 //! compare-and-set, publish, renew, lapse, release — and the invariant it keeps, over a small
 //! store seam ([`store::MarkStore`]). The stores, and how each hands out slots: [`local`]
-//! (a static slot, its mark in a state file) and [`zk`] (a slot negotiated in ZooKeeper, its
-//! mark in a znode). [`stop`] ends any wait on the release request or a session's end.
+//! (a static slot, its mark in a state file), [`zk`] (a slot negotiated in ZooKeeper, its
+//! mark in a znode) and [`etcd`] (a slot negotiated in etcd, its mark in a key); the two that
+//! negotiate share the loop of `holding`. [`stop`] ends any wait on the release request or a
+//! session's end.
 
+pub mod etcd;
+pub(crate) mod holding;
 pub mod local;
 pub mod pace;
 pub mod planted;

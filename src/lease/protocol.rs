@@ -37,11 +37,13 @@
 //!   its floor, and a new generation of window never reuses a tick of the old one;
 //! - ticks are the layout's time unit from its epoch (`Scheme::tick_at`, `crate::layout`),
 //!   the same for every holder of a pool — which the pool's recorded parameters check
-//!   (`zk::params`: a claim is made only while they are the ones agreed);
-//! - a store's compare-and-set is linearizable (ZooKeeper's `multi`; the state file is written
-//!   only under its exclusive lock, by one process);
+//!   (`zk::params`, and `params` in etcd: a claim is made only while they are the ones
+//!   agreed);
+//! - a store's compare-and-set is linearizable (ZooKeeper's `multi`, etcd's transactions; the
+//!   state file is written only under its exclusive lock, by one process);
 //! - only the holder of a claim writes a slot's mark (a claim is made before its mark is read:
-//!   `zk::claim` creates `slots/N`, then reads `marks/N`).
+//!   `zk::claim` creates `slots/N`, then reads `marks/N`; `etcd::claim` puts `slots/N` and
+//!   reads `marks/N` in one transaction).
 
 pub use super::store::{Claim, MarkStore, StoreError, Stored};
 pub use super::{Protocol, Timing};

@@ -1,6 +1,7 @@
 //! Test harness: runs the real `idcar` binary in a temporary directory and talks to it.
 #![allow(dead_code)]
 
+pub mod etcd;
 pub mod proxy;
 pub mod zk;
 

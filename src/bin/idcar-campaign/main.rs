@@ -1,6 +1,7 @@
 //! A randomized fault campaign with a checker over the whole history (in the manner of Jepsen).
 //!
-//! A 3-node ZooKeeper ensemble and N idcar sidecars competing for a smaller pool, each in its
+//! A 3-node ZooKeeper ensemble (or, with `--store etcd`, a 3-member etcd cluster) and N idcar
+//! sidecars competing for a smaller pool, each in its
 //! own network namespace on a bridge; clients ask every sidecar for IDs all the time and
 //! record every request; a seeded nemesis injects random, overlapping faults; afterwards a
 //! checker judges the whole history (see `check.rs`) and writes a report. Exit status: 0 when
@@ -11,7 +12,7 @@
 //! sudo target/debug/idcar-campaign --duration 90s
 //! ```
 //!
-//! It needs root (network namespaces, nftables), ZooKeeper (`zk/ensure-zookeeper.sh`),
+//! It needs root (network namespaces, nftables), ZooKeeper (`zk/ensure-zookeeper.sh`) or etcd,
 //! `nft` and libfaketime: `tests/ensure-deps.sh` installs them. docs/campaign.md has the rest.
 //! Traffic stays inside the namespaces it creates; every namespace and process is removed at
 //! the end, also on failure or Ctrl-C (and a later run removes what a killed one left).
@@ -37,7 +38,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 #[derive(Parser, Debug)]
-#[command(about = "Randomized fault campaign against idcar sidecars and a ZooKeeper ensemble")]
+#[command(
+    about = "Randomized fault campaign against idcar sidecars and their store (ZooKeeper or etcd)"
+)]
 pub struct Args {
     /// Seed of the nemesis and the clients (printed; the same seed replays the same choices).
     #[arg(long)]
@@ -60,7 +63,10 @@ pub struct Args {
     /// Mean time between two faults starting (exponential gaps; faults overlap).
     #[arg(long, default_value = "4s", value_parser = humantime::parse_duration)]
     fault_interval: Duration,
-    /// The sidecars' --zk-session-timeout.
+    /// The store the pool lives in: a 3-node ZooKeeper ensemble or a 3-member etcd cluster.
+    #[arg(long, value_enum, default_value_t = procs::Store::Zookeeper)]
+    store: procs::Store,
+    /// The sidecars' --zk-session-timeout (with --store etcd: their --etcd-ttl, whole seconds).
     #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
     zk_session_timeout: Duration,
     /// The sidecars' --lease-horizon (longer than the session timeout, so that the mark,
@@ -220,14 +226,30 @@ fn run(args: Args) -> Result<bool> {
     }
     catch_signals();
 
-    let mut names: Vec<String> = (1..=3).map(|i| format!("zk{i}")).collect();
+    let node = match args.store {
+        procs::Store::Zookeeper => "zk",
+        procs::Store::Etcd => "etcd",
+    };
+    let mut names: Vec<String> = (1..=3).map(|i| format!("{node}{i}")).collect();
     names.extend((0..args.sidecars).map(|s| format!("sc{s}")));
     let net = net::Net::create(&names)?;
     let hosts = net.hosts.clone();
-    let zk = procs::Ensemble::start(&hosts[..3], &out)?;
+    let zk = procs::Ensemble::start(args.store, &hosts[..3], &out)?;
     let secs = |d: Duration| format!("{}ms", d.as_millis());
+    let (store_flag, expiry_flag, expiry) = match args.store {
+        procs::Store::Zookeeper => (
+            "--zk",
+            "--zk-session-timeout",
+            secs(args.zk_session_timeout),
+        ),
+        procs::Store::Etcd => (
+            "--etcd",
+            "--etcd-ttl",
+            format!("{}s", args.zk_session_timeout.as_secs().max(2)),
+        ),
+    };
     let mut serve_args: Vec<String> = [
-        "--zk",
+        store_flag,
         &zk.connect(),
         "--pool-size",
         &args.pool_size.to_string(),
@@ -235,8 +257,8 @@ fn run(args: Args) -> Result<bool> {
         &args.layout,
         "--cluster-id",
         &cluster.to_string(),
-        "--zk-session-timeout",
-        &secs(args.zk_session_timeout),
+        expiry_flag,
+        &expiry,
         "--lease-horizon",
         &secs(args.lease_horizon),
         "--renew-interval",

@@ -1,5 +1,6 @@
-//! The processes of the campaign: a ZooKeeper ensemble (through `zk/lib.sh`) and the idcar
-//! sidecars, each started inside its own network namespace, each incarnation recorded.
+//! The processes of the campaign: the store's three nodes (a ZooKeeper ensemble through
+//! `zk/lib.sh`, or an etcd cluster) and the idcar sidecars, each started inside its own
+//! network namespace, each incarnation recorded.
 
 use crate::net::{Host, Net};
 use anyhow::{bail, Context, Result};
@@ -16,6 +17,36 @@ pub const FAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 
 /// The ZooKeeper client port inside every ZooKeeper namespace.
 const ZK_PORT: u16 = 2181;
+/// etcd's client and peer ports inside every etcd namespace.
+const ETCD_PORT: u16 = 2379;
+const ETCD_PEER_PORT: u16 = 2380;
+
+/// The store the pool lives in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Store {
+    Zookeeper,
+    Etcd,
+}
+
+/// Runs `etcdctl` against the member in namespace `ns` (bounded to a second or two).
+fn etcdctl(ns: &str, args: &[&str]) -> Result<String> {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns, "timeout", "3", "etcdctl"])
+        .arg(format!("--endpoints=127.0.0.1:{ETCD_PORT}"))
+        .args(["--dial-timeout=1s", "--command-timeout=1s"])
+        .args(args)
+        .env("ETCDCTL_API", "3")
+        .stdin(Stdio::null())
+        .output()?;
+    if !out.status.success() {
+        bail!(
+            "etcdctl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr).trim_end()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
 
 fn lib_sh() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("zk/lib.sh")
@@ -50,21 +81,108 @@ fn alive(pid: i32) -> bool {
     }
 }
 
-/// One ZooKeeper server of the ensemble.
+/// One node of the store: a ZooKeeper server or an etcd member.
 pub struct ZkNode {
     pub host: Host,
     dir: PathBuf,
     pid: Option<i32>,
 }
 
-/// A 3-node (or n-node) ensemble.
+/// A 3-node (or n-node) ZooKeeper ensemble or etcd cluster.
 pub struct Ensemble {
+    pub store: Store,
     pub nodes: Vec<ZkNode>,
+    /// etcd's `--initial-cluster` (every member's peer URL).
+    initial_cluster: String,
 }
 
 impl Ensemble {
+    /// Starts the store's nodes on `hosts`, their data under `dir`.
+    pub fn start(store: Store, hosts: &[Host], dir: &Path) -> Result<Ensemble> {
+        match store {
+            Store::Zookeeper => Self::start_zk(hosts, dir),
+            Store::Etcd => Self::start_etcd(hosts, dir),
+        }
+    }
+
+    fn start_etcd(hosts: &[Host], dir: &Path) -> Result<Ensemble> {
+        let initial_cluster = hosts
+            .iter()
+            .enumerate()
+            .map(|(i, h)| format!("etcd{}=http://{}:{ETCD_PEER_PORT}", i + 1, h.addr))
+            .collect::<Vec<_>>()
+            .join(",");
+        let nodes = hosts
+            .iter()
+            .enumerate()
+            .map(|(i, h)| ZkNode {
+                host: h.clone(),
+                dir: dir.join(format!("etcd{}", i + 1)),
+                pid: None,
+            })
+            .collect();
+        let mut e = Ensemble {
+            store: Store::Etcd,
+            nodes,
+            initial_cluster,
+        };
+        for i in 0..e.nodes.len() {
+            e.launch(i)?;
+        }
+        for n in &e.nodes {
+            let until = Instant::now() + Duration::from_secs(60);
+            while etcdctl(&n.host.ns, &["endpoint", "health"]).is_err() {
+                if Instant::now() > until {
+                    bail!("etcd in {} did not start", n.host.ns);
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+        Ok(e)
+    }
+
+    fn launch_etcd(&mut self, i: usize) -> Result<()> {
+        let n = &mut self.nodes[i];
+        std::fs::create_dir_all(&n.dir)?;
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(n.dir.with_extension("log"))?;
+        let (client, peer) = (
+            format!("http://{}:{ETCD_PORT}", n.host.addr),
+            format!("http://{}:{ETCD_PEER_PORT}", n.host.addr),
+        );
+        let child = Command::new("ip")
+            .args(["netns", "exec", &n.host.ns, "etcd"])
+            .args(["--name", &format!("etcd{}", i + 1)])
+            .arg("--data-dir")
+            .arg(n.dir.join("data"))
+            .args([
+                "--listen-client-urls",
+                &format!("{client},http://127.0.0.1:{ETCD_PORT}"),
+            ])
+            .args(["--advertise-client-urls", &client])
+            .args(["--listen-peer-urls", &peer])
+            .args(["--initial-advertise-peer-urls", &peer])
+            .args(["--initial-cluster", &self.initial_cluster])
+            .args(["--initial-cluster-state", "new"])
+            .args(["--initial-cluster-token", "idcar-campaign"])
+            .args(["--auto-compaction-mode", "revision"])
+            .args(["--auto-compaction-retention", "10000"])
+            .args(["--logger", "zap", "--log-outputs", "stderr"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .context("cannot run etcd (Debian package etcd-server)")?;
+        // `ip netns exec` execs etcd: the child is etcd itself. Reaped by `kill`.
+        n.pid = Some(child.id() as i32);
+        std::mem::forget(child);
+        Ok(())
+    }
+
     /// Writes each node's configuration under `dir` and starts them all.
-    pub fn start(hosts: &[Host], dir: &Path) -> Result<Ensemble> {
+    fn start_zk(hosts: &[Host], dir: &Path) -> Result<Ensemble> {
         let servers: String = hosts
             .iter()
             .enumerate()
@@ -88,7 +206,11 @@ impl Ensemble {
                 pid: None,
             });
         }
-        let mut e = Ensemble { nodes };
+        let mut e = Ensemble {
+            store: Store::Zookeeper,
+            nodes,
+            initial_cluster: String::new(),
+        };
         for i in 0..e.nodes.len() {
             e.launch(i)?;
         }
@@ -101,15 +223,22 @@ impl Ensemble {
 
     /// `addr:port,...` of every server.
     pub fn connect(&self) -> String {
+        let port = match self.store {
+            Store::Zookeeper => ZK_PORT,
+            Store::Etcd => ETCD_PORT,
+        };
         self.nodes
             .iter()
-            .map(|n| format!("{}:{ZK_PORT}", n.host.addr))
+            .map(|n| format!("{}:{port}", n.host.addr))
             .collect::<Vec<_>>()
             .join(",")
     }
 
     /// Starts node `i` (in the background; it joins the ensemble by itself).
     pub fn launch(&mut self, i: usize) -> Result<()> {
+        if self.store == Store::Etcd {
+            return self.launch_etcd(i);
+        }
         let n = &mut self.nodes[i];
         let d = n.dir.to_str().context("temporary path")?;
         zk_lib(&n.host.ns, "zk_start \"$1\"", &[d])?;
@@ -124,6 +253,11 @@ impl Ensemble {
             let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
             let until = Instant::now() + Duration::from_secs(5);
             while alive(pid) && Instant::now() < until {
+                // Our own child (etcd): reap it so it does not linger as a zombie.
+                let _ = nix::sys::wait::waitpid(
+                    Pid::from_raw(pid),
+                    Some(nix::sys::wait::WaitPidFlag::WNOHANG),
+                );
                 std::thread::sleep(Duration::from_millis(20));
             }
         }
@@ -135,6 +269,21 @@ impl Ensemble {
 
     /// The index of the node that says it leads (one `srvr` probe each, a second at most).
     pub fn leader(&self) -> Option<usize> {
+        if self.store == Store::Etcd {
+            return (0..self.nodes.len()).find(|&i| {
+                self.is_up(i)
+                    && etcdctl(
+                        &self.nodes[i].host.ns,
+                        &["endpoint", "status", "-w", "json"],
+                    )
+                    .ok()
+                    .and_then(|out| serde_json::from_str::<serde_json::Value>(&out).ok())
+                    .is_some_and(|v| {
+                        let s = &v[0]["Status"];
+                        s["leader"].as_u64().is_some() && s["header"]["member_id"] == s["leader"]
+                    })
+            });
+        }
         let probe = format!("exec 3<>/dev/tcp/127.0.0.1/{ZK_PORT} && printf srvr >&3 && cat <&3");
         (0..self.nodes.len()).find(|&i| {
             self.is_up(i)

@@ -141,6 +141,7 @@ struct Report<'a> {
     sidecars: u32,
     pool_size: u32,
     plant_bug: String,
+    store: crate::procs::Store,
     duration_s: f64,
     zk_session_timeout_ms: u128,
     lease_horizon_ms: u128,
@@ -230,6 +231,7 @@ impl Run<'_> {
             sidecars: a.sidecars,
             pool_size: a.pool_size,
             plant_bug: format!("{:?}", a.plant_bug),
+            store: a.store,
             duration_s: (end_ns.saturating_sub(self.started_ns)) as f64 / 1e9,
             zk_session_timeout_ms: a.zk_session_timeout.as_millis(),
             lease_horizon_ms: a.lease_horizon.as_millis(),
@@ -338,9 +340,10 @@ fn availability(
 fn summary(r: &Report) -> String {
     let v = r.verdict_detail;
     let mut t = format!(
-        "\n== idcar fault campaign: {} ==\nseed {}  layout {}  sidecars {}  pool {}  planted bug {}\n\
-         duration {:.1} s  session timeout {} ms  horizon {} ms  renew {} ms\n",
+        "\n== idcar fault campaign: {} ==\nstore {:?}  seed {}  layout {}  sidecars {}  pool {}  planted bug {}\n\
+         duration {:.1} s  session timeout (etcd: TTL) {} ms  horizon {} ms  renew {} ms\n",
         r.verdict.to_uppercase(),
+        r.store,
         r.seed,
         r.layout,
         r.sidecars,

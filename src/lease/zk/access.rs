@@ -292,23 +292,28 @@ fn read_pem(flag: &str, p: &Path) -> Result<Vec<u8>, AccessError> {
 }
 
 /// What the files hold, read once (compared to notice a rotation).
-#[derive(PartialEq)]
-struct Contents {
-    ca: Vec<u8>,
+#[derive(Clone, PartialEq)]
+pub(crate) struct Contents {
+    pub ca: Vec<u8>,
     /// Certificate and key.
-    identity: Option<(Vec<u8>, Vec<u8>)>,
+    pub identity: Option<(Vec<u8>, Vec<u8>)>,
 }
 
 fn read(files: &TlsFiles) -> Result<Contents, AccessError> {
+    read_files("zk", files)
+}
+
+/// Reads the files of `--<store>-tls-ca`, `--<store>-tls-cert` and `--<store>-tls-key`.
+pub(crate) fn read_files(store: &str, files: &TlsFiles) -> Result<Contents, AccessError> {
     let identity = match &files.identity {
         Some((cert, key)) => Some((
-            read_pem("--zk-tls-cert", cert)?,
-            read_pem("--zk-tls-key", key)?,
+            read_pem(&format!("--{store}-tls-cert"), cert)?,
+            read_pem(&format!("--{store}-tls-key"), key)?,
         )),
         None => None,
     };
     Ok(Contents {
-        ca: read_pem("--zk-tls-ca", &files.ca)?,
+        ca: read_pem(&format!("--{store}-tls-ca"), &files.ca)?,
         identity,
     })
 }
@@ -340,9 +345,38 @@ fn check_identity(
     key: &Path,
     key_pem: &[u8],
 ) -> Result<zk::TlsIdentity, AccessError> {
+    check_pair("zk", cert, cert_pem, key, key_pem)?;
+    let (cert_s, key_s) = (
+        String::from_utf8_lossy(cert_pem),
+        String::from_utf8_lossy(key_pem),
+    );
+    zk::TlsIdentity::from_pem(&cert_s, &key_s)
+        .map_err(|e| AccessError(format!("--zk-tls-cert {}: {e}", cert.display())))
+}
+
+/// The CA file (`--<store>-tls-ca`) holds at least one PEM certificate.
+pub(crate) fn check_ca(store: &str, ca: &Path, pem: &[u8]) -> Result<(), AccessError> {
+    match rustls_pemfile::certs(&mut &pem[..]).collect::<Result<Vec<_>, _>>() {
+        Ok(c) if !c.is_empty() => Ok(()),
+        _ => Err(AccessError(format!(
+            "--{store}-tls-ca {}: no PEM certificate in it (expected -----BEGIN CERTIFICATE-----)",
+            ca.display()
+        ))),
+    }
+}
+
+/// A client certificate (`--<store>-tls-cert`) and its key (`--<store>-tls-key`): PEM, in
+/// force now, and a pair.
+pub(crate) fn check_pair(
+    store: &str,
+    cert: &Path,
+    cert_pem: &[u8],
+    key: &Path,
+    key_pem: &[u8],
+) -> Result<(), AccessError> {
     let no_cert = || {
         AccessError(format!(
-            "--zk-tls-cert {}: no PEM certificate in it (expected -----BEGIN CERTIFICATE-----)",
+            "--{store}-tls-cert {}: no PEM certificate in it (expected -----BEGIN CERTIFICATE-----)",
             cert.display()
         ))
     };
@@ -355,7 +389,7 @@ fn check_identity(
         .flatten()
         .ok_or_else(|| {
             AccessError(format!(
-                "--zk-tls-key {}: no PEM private key in it (expected -----BEGIN PRIVATE KEY----- \
+                "--{store}-tls-key {}: no PEM private key in it (expected -----BEGIN PRIVATE KEY----- \
                  or an RSA/EC key)",
                 key.display()
             ))
@@ -365,14 +399,14 @@ fn check_identity(
     let now = x509_parser::time::ASN1Time::now();
     if now > validity.not_after {
         return Err(AccessError(format!(
-            "--zk-tls-cert {}: the certificate expired on {}",
+            "--{store}-tls-cert {}: the certificate expired on {}",
             cert.display(),
             validity.not_after
         )));
     }
     if now < validity.not_before {
         return Err(AccessError(format!(
-            "--zk-tls-cert {}: the certificate is not valid before {}",
+            "--{store}-tls-cert {}: the certificate is not valid before {}",
             cert.display(),
             validity.not_before
         )));
@@ -383,7 +417,7 @@ fn check_identity(
         .load_private_key(key_der.clone_key())
         .map_err(|e| {
             AccessError(format!(
-                "--zk-tls-key {}: cannot use the key: {e}",
+                "--{store}-tls-key {}: cannot use the key: {e}",
                 key.display()
             ))
         })?;
@@ -392,17 +426,12 @@ fn check_identity(
         .is_some_and(|spki| spki.as_ref() == parsed.tbs_certificate.subject_pki.raw);
     if !matches {
         return Err(AccessError(format!(
-            "--zk-tls-key {} does not match the certificate in --zk-tls-cert {}",
+            "--{store}-tls-key {} does not match the certificate in --{store}-tls-cert {}",
             key.display(),
             cert.display()
         )));
     }
-    let (cert_s, key_s) = (
-        String::from_utf8_lossy(cert_pem),
-        String::from_utf8_lossy(key_pem),
-    );
-    zk::TlsIdentity::from_pem(&cert_s, &key_s)
-        .map_err(|e| AccessError(format!("--zk-tls-cert {}: {e}", cert.display())))
+    Ok(())
 }
 
 /// A TLS handshake of our own with `host:port` (bounded to a few seconds), telling what is

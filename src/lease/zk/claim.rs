@@ -25,6 +25,7 @@
 use super::marks::{Unreadable, ZkMarks};
 use super::tree::{acls, parse_mark};
 use super::Negotiator;
+use crate::lease::holding::{exhausted, random_slot};
 use crate::lease::protocol::Stored;
 use std::collections::BTreeSet;
 use zookeeper_client as zk;
@@ -165,7 +166,7 @@ async fn take_slot(
             .filter(|n| !held.contains(n) && !history.skip.contains(n))
             .collect();
         if free.is_empty() {
-            exhausted(neg, &mut reported);
+            exhausted(&neg.proto, neg.cfg.pool_size, &mut reported);
             watcher.changed().await;
             continue;
         }
@@ -238,18 +239,6 @@ async fn try_slot(
     }
 }
 
-/// Says that every slot is held: the metric and the lease state always, the log once a claim.
-fn exhausted(neg: &Negotiator, reported: &mut bool) {
-    let pool = neg.cfg.pool_size;
-    neg.proto.metrics.pool_exhausted.set(1);
-    if !std::mem::replace(reported, true) {
-        tracing::warn!(pool, "pool exhausted; waiting for a slot to free");
-    }
-    neg.proto.pending(format!(
-        "pool exhausted: all {pool} slots are held; waiting for one to free"
-    ));
-}
-
 /// Claims a slot of a large pool by random probes (see the module documentation).
 async fn probe_slot(
     neg: &Negotiator,
@@ -273,17 +262,7 @@ async fn probe_slot(
     for _ in 0..100_000 {
         let slot = match next.take() {
             Some(s) => s,
-            None if misses < PROBES => {
-                let mut rng = rand::rng();
-                let mut s = rng.random_range(0..pool);
-                for _ in 0..64 {
-                    if !history.skip.contains(&s) {
-                        break;
-                    }
-                    s = rng.random_range(0..pool);
-                }
-                s
-            }
+            None if misses < PROBES => random_slot(pool, &history.skip),
             None => {
                 misses = 0;
                 let (children, watcher) = store
@@ -303,7 +282,7 @@ async fn probe_slot(
                 match free {
                     Some(s) => s,
                     None => {
-                        exhausted(neg, &mut reported);
+                        exhausted(&neg.proto, neg.cfg.pool_size, &mut reported);
                         watcher.changed().await;
                         continue;
                     }

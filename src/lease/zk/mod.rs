@@ -12,8 +12,8 @@
 //! - `claim`: queue up and take a free slot (or probe large pools at random);
 //! - `marks`: ZooKeeper as the protocol's [`MarkStore`](crate::lease::protocol::MarkStore)
 //!   (compare-and-set `multi`s on `marks/N` and `slots/N`);
-//! - `hold`: claim → [`protocol::hold`](crate::lease::protocol::hold) → claim again, within
-//!   one session;
+//! - `hold`: ZooKeeper's `Slots` for the shared loop (`crate::lease::holding`: claim →
+//!   [`protocol::hold`](crate::lease::protocol::hold) → claim again, within one session);
 //! - [`pool`]: pool gauges from watches, and `idcar pool`'s report.
 //!
 //! [`Negotiator`] is the context all of them share; [`start`] runs it on a task and returns
@@ -21,11 +21,11 @@
 //! claims again; an unreachable ZooKeeper leaves the last mark in force (the generator stops
 //! there); an expired session opens a new one and claims again, preferring the same slot.
 
-mod access;
+pub(crate) mod access;
 mod claim;
-mod hold;
+pub(crate) mod hold;
 mod marks;
-mod params;
+pub(crate) mod params;
 pub mod pool;
 mod session;
 pub mod tree;
@@ -98,7 +98,7 @@ impl Negotiator {
     /// The owner record for a node created by `client`'s session.
     pub(crate) fn owner(&self, client: &zk::Client) -> Vec<u8> {
         let o = Owner::for_this_process(
-            client.session_id(),
+            client.session_id().to_string(),
             &self.instance,
             self.cfg.pod.as_deref(),
             self.proto.clock.now_unix_ns() / 1_000_000,

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use zookeeper_client as zk;
 
 /// This instance's parameters as the JSON object recorded in the node.
-fn record(neg: &Negotiator) -> BTreeMap<String, String> {
+pub(crate) fn record(neg: &Negotiator) -> BTreeMap<String, String> {
     neg.cfg.pool_params.iter().cloned().collect()
 }
 
@@ -52,7 +52,7 @@ pub(crate) async fn agree(neg: &Negotiator, client: &zk::Client) -> Result<i32, 
 }
 
 /// What differs between our parameters and the recorded ones, if anything.
-fn mismatch(ours: &BTreeMap<String, String>, theirs: &[u8]) -> Option<String> {
+pub(crate) fn mismatch(ours: &BTreeMap<String, String>, theirs: &[u8]) -> Option<String> {
     let theirs: BTreeMap<String, String> = match serde_json::from_slice(theirs) {
         Ok(t) => t,
         Err(e) => return Some(format!("the recorded parameters are unreadable ({e})")),

@@ -76,10 +76,8 @@ pub(crate) async fn run(
     release: oneshot::Receiver<Option<Issued>>,
 ) -> Result<(), LeaseError> {
     let mut stop = Stop::new(release);
-    let mut across = AcrossSessions {
-        prefer: neg.cfg.prefer,
-        ..AcrossSessions::default()
-    };
+    let mut across = AcrossSessions::default();
+    across.held.prefer = neg.cfg.prefer;
     let mut sessions = 0u64;
     // Fail fast and retry here, at least once a second: the client's own schedule backs off
     // for seconds, so after a long outage IDs would flow again only seconds after ZooKeeper.

@@ -55,7 +55,7 @@ pub struct Owner {
     pub pid: u32,
     /// Random per process: tells this process's own expired sessions from other instances.
     pub instance: String,
-    /// The ZooKeeper session that created the node, in hex.
+    /// The ZooKeeper session that created the node (or the etcd lease of the key), in hex.
     pub session: String,
     /// When the node was written, milliseconds since the Unix epoch.
     pub since_ms: u64,
@@ -63,7 +63,7 @@ pub struct Owner {
 
 impl Owner {
     pub(crate) fn for_this_process(
-        session: zk::SessionId,
+        session: String,
         instance: &str,
         pod: Option<&str>,
         now_ms: u64,
@@ -77,7 +77,7 @@ impl Owner {
             pod: pod.map(str::to_string),
             pid: std::process::id(),
             instance: instance.to_string(),
-            session: format!("{session}"),
+            session,
             since_ms: now_ms,
         }
     }

@@ -1,0 +1,260 @@
+//! etcd as a [`MarkStore`]: `marks/N` holds the mark (decimal ticks and the claim's token),
+//! its `mod_revision` is the compare-and-set base (0 while the key does not exist), and the
+//! claim is `slots/N`, a key attached to this instance's etcd lease. Why these operations keep
+//! IDs unique is `crate::lease::protocol`'s business; this file only maps them onto keys:
+//!
+//! - a write is a transaction comparing `slots/N`'s lease with ours (the slot is still ours:
+//!   the key vanishes with the lease, and no one else's key carries our lease) and
+//!   `marks/N`'s `mod_revision` with the one last seen, then putting `marks/N`; its new
+//!   `mod_revision` is the transaction's revision;
+//! - our own write is recognised when `slots/N` still carries our lease and `marks/N` holds
+//!   one of our attempts with our token, at a revision after the one we last saw;
+//! - the write-down and the delete of `slots/N` are one transaction.
+
+use super::client::{Etcd, EtcdError};
+use super::pb::etcdserverpb as rpc;
+use super::pb::etcdserverpb::compare::{CompareResult, CompareTarget, TargetUnion};
+use super::pb::etcdserverpb::request_op::Request;
+use crate::lease::protocol::{Claim, MarkStore, StoreError, Stored};
+use crate::lease::zk::tree::{mark_data, parse_mark_and_token, Paths};
+
+/// One etcd lease's view of a pool's marks.
+pub struct EtcdMarks {
+    pub etcd: Etcd,
+    pub paths: Paths,
+    /// The etcd lease this instance's slot keys are attached to.
+    pub lease: i64,
+}
+
+/// How a round ended by etcd's refusal is told (the round then pauses, as a refusal at
+/// connect does).
+pub(crate) const REFUSED: &str = "etcd refused us";
+
+/// How an etcd error bears on a claim.
+///
+/// etcd refusing us mid-lease (a password rotated to one we do not have yet, a permission
+/// revoked) ends the etcd lease's round as its expiry does: the next round reads the files
+/// again and, while still refused, stays not ready saying why.
+pub(crate) fn store_error(e: EtcdError) -> StoreError {
+    match e {
+        EtcdError::LeaseGone(why) => StoreError::SessionGone(why),
+        EtcdError::Refused(why) => StoreError::SessionGone(format!("{REFUSED}: {why}")),
+        EtcdError::Unavailable(why) | EtcdError::Fatal(why) => StoreError::Unavailable(why),
+    }
+}
+
+pub(crate) fn cmp(key: &str, target: CompareTarget, value: TargetUnion) -> rpc::Compare {
+    rpc::Compare {
+        result: CompareResult::Equal as i32,
+        target: target as i32,
+        key: key.as_bytes().to_vec(),
+        range_end: Vec::new(),
+        target_union: Some(value),
+    }
+}
+
+/// `key` was created and never deleted since (`create_revision` 0: it does not exist).
+pub(crate) fn absent(key: &str) -> rpc::Compare {
+    cmp(key, CompareTarget::Create, TargetUnion::CreateRevision(0))
+}
+
+pub(crate) fn put(key: &str, value: Vec<u8>, lease: i64) -> rpc::RequestOp {
+    rpc::RequestOp {
+        request: Some(Request::RequestPut(rpc::PutRequest {
+            key: key.as_bytes().to_vec(),
+            value,
+            lease,
+            ..Default::default()
+        })),
+    }
+}
+
+pub(crate) fn get(key: &str) -> rpc::RequestOp {
+    rpc::RequestOp {
+        request: Some(Request::RequestRange(rpc::RangeRequest {
+            key: key.as_bytes().to_vec(),
+            ..Default::default()
+        })),
+    }
+}
+
+pub(crate) fn delete(key: &str) -> rpc::RequestOp {
+    rpc::RequestOp {
+        request: Some(Request::RequestDeleteRange(rpc::DeleteRangeRequest {
+            key: key.as_bytes().to_vec(),
+            ..Default::default()
+        })),
+    }
+}
+
+/// The key-values a range operation of a transaction's answer read.
+pub(crate) fn range_kvs(r: &rpc::TxnResponse, index: usize) -> Vec<super::pb::mvccpb::KeyValue> {
+    match r.responses.get(index).and_then(|o| o.response.as_ref()) {
+        Some(rpc::response_op::Response::ResponseRange(rr)) => rr.kvs.clone(),
+        _ => Vec::new(),
+    }
+}
+
+/// A mark key's value as stored: ticks and version (a missing key reads 0 at version 0).
+pub(crate) fn stored(
+    kv: Option<&super::pb::mvccpb::KeyValue>,
+    key: &str,
+) -> Result<Stored<i64>, String> {
+    match kv {
+        None => Ok(Stored {
+            mark: 0,
+            version: 0,
+        }),
+        Some(kv) => parse_mark_and_token(&kv.value)
+            .map(|(mark, _)| Stored {
+                mark,
+                version: kv.mod_revision,
+            })
+            .ok_or_else(|| {
+                format!(
+                    "{key} holds {:?}, not a decimal time mark",
+                    String::from_utf8_lossy(&kv.value)
+                )
+            }),
+    }
+}
+
+impl EtcdMarks {
+    /// `slots/N` still carries our lease, and `marks/N` is at `version`.
+    fn fence(&self, claim: &Claim<i64>) -> Vec<rpc::Compare> {
+        vec![
+            cmp(
+                &self.paths.slot(claim.slot),
+                CompareTarget::Lease,
+                TargetUnion::Lease(self.lease),
+            ),
+            cmp(
+                &self.paths.mark(claim.slot),
+                CompareTarget::Mod,
+                TargetUnion::ModRevision(claim.version),
+            ),
+        ]
+    }
+
+    /// Deletes `slots/N` if it carries our lease: whether it did.
+    pub async fn delete_if_ours(&self, slot: u32) -> bool {
+        let key = self.paths.slot(slot);
+        let req = rpc::TxnRequest {
+            compare: vec![cmp(
+                &key,
+                CompareTarget::Lease,
+                TargetUnion::Lease(self.lease),
+            )],
+            success: vec![delete(&key)],
+            failure: vec![],
+        };
+        matches!(self.etcd.txn("giving a slot back", req).await, Ok(r) if r.succeeded)
+    }
+}
+
+impl MarkStore for EtcdMarks {
+    type Version = i64;
+
+    fn name(&self) -> &'static str {
+        "etcd"
+    }
+
+    fn key(&self, slot: u32) -> String {
+        self.paths.mark(slot)
+    }
+
+    async fn read(&self, slot: u32) -> Result<Stored<i64>, StoreError> {
+        let key = self.paths.mark(slot);
+        let req = rpc::RangeRequest {
+            key: key.as_bytes().to_vec(),
+            ..Default::default()
+        };
+        let r = self
+            .etcd
+            .range("reading a mark", req)
+            .await
+            .map_err(store_error)?;
+        stored(r.kvs.first(), &key).map_err(StoreError::Unavailable)
+    }
+
+    async fn write(&self, claim: &Claim<i64>, mark: u64) -> Result<i64, StoreError> {
+        let req = rpc::TxnRequest {
+            compare: self.fence(claim),
+            success: vec![put(
+                &self.paths.mark(claim.slot),
+                mark_data(mark, &claim.token_hex()),
+                0,
+            )],
+            failure: vec![],
+        };
+        let r = self
+            .etcd
+            .txn("writing the mark", req)
+            .await
+            .map_err(store_error)?;
+        if !r.succeeded {
+            return Err(StoreError::Conflict(format!(
+                "{} or {} changed under us",
+                self.paths.slot(claim.slot),
+                self.paths.mark(claim.slot)
+            )));
+        }
+        // The put is the transaction's only write: the key's mod_revision is its revision.
+        r.header
+            .map(|h| h.revision)
+            .ok_or_else(|| StoreError::Unavailable("etcd's answer has no header".into()))
+    }
+
+    async fn own_write(&self, claim: &Claim<i64>, attempts: &[u64]) -> Option<(i64, u64)> {
+        let req = rpc::TxnRequest {
+            compare: vec![],
+            success: vec![
+                get(&self.paths.slot(claim.slot)),
+                get(&self.paths.mark(claim.slot)),
+            ],
+            failure: vec![],
+        };
+        let r = self.etcd.txn("reading our mark", req).await.ok()?;
+        let slot = range_kvs(&r, 0);
+        if slot.first()?.lease != self.lease {
+            return None;
+        }
+        let marks = range_kvs(&r, 1);
+        let kv = marks.first()?;
+        let (value, token) = parse_mark_and_token(&kv.value)?;
+        let ours = token == Some(claim.token_hex().as_str());
+        (ours && kv.mod_revision > claim.version && attempts.contains(&value))
+            .then_some((kv.mod_revision, value))
+    }
+
+    async fn write_down(&self, claim: &Claim<i64>, mark: u64) -> Result<(), StoreError> {
+        let req = rpc::TxnRequest {
+            compare: self.fence(claim),
+            success: vec![
+                put(
+                    &self.paths.mark(claim.slot),
+                    mark_data(mark, &claim.token_hex()),
+                    0,
+                ),
+                delete(&self.paths.slot(claim.slot)),
+            ],
+            failure: vec![],
+        };
+        let r = self
+            .etcd
+            .txn("writing the mark down", req)
+            .await
+            .map_err(store_error)?;
+        if r.succeeded {
+            Ok(())
+        } else {
+            Err(StoreError::Conflict(
+                "the slot key is no longer ours, or the mark changed".into(),
+            ))
+        }
+    }
+
+    async fn give_back(&self, slot: u32) {
+        self.delete_if_ours(slot).await;
+    }
+}
