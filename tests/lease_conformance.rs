@@ -239,8 +239,19 @@ impl Fixture for EtcdFixture {
         }
         let keep = client.clone();
         let keeper = tokio::spawn(async move {
+            let mut stream = None;
             for _ in 0..600 {
-                let _ = keep.keep_alive(lease).await;
+                match stream.as_mut() {
+                    Some(k) => {
+                        if idcar::lease::etcd::client::Keeper::keep_alive(k)
+                            .await
+                            .is_err()
+                        {
+                            stream = None;
+                        }
+                    }
+                    None => stream = keep.keeper(lease).await.ok().map(|(k, _)| k),
+                }
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
         });

@@ -23,7 +23,7 @@ use crate::retry::Backoff;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::oneshot;
 use tracing::Instrument;
 
 /// What the static lease needs to know.
@@ -159,17 +159,7 @@ pub fn start(
 ) -> Result<LeaseHandle, LeaseError> {
     let store = FileMarks::open(&cfg.state_file, &cfg.key)?;
     let stored = store.read_now()?;
-    let (tx, rx) = watch::channel(LeaseState::Pending {
-        reason: "starting".into(),
-    });
-    let p = Protocol {
-        scheme,
-        clock,
-        metrics,
-        timing: cfg.timing,
-        tx,
-        planted: cfg.planted,
-    };
+    let (p, rx) = Protocol::new(scheme, clock, metrics, cfg.timing, cfg.planted, "starting");
     if let Err(ahead) = protocol::clock_wait(&p, stored.mark) {
         return Err(clock_behind(&cfg, ahead));
     }
@@ -259,7 +249,7 @@ mod tests {
         (cfg, scheme)
     }
 
-    async fn held(rx: &mut watch::Receiver<LeaseState>) -> Window {
+    async fn held(rx: &mut tokio::sync::watch::Receiver<LeaseState>) -> Window {
         let st = tokio::time::timeout(
             Duration::from_secs(10),
             rx.wait_for(|s| s.window().is_some()),

@@ -154,6 +154,30 @@ pub struct Protocol {
 }
 
 impl Protocol {
+    /// A protocol context and the receiver of what it publishes, starting as "pending" for
+    /// `reason`.
+    pub fn new(
+        scheme: Scheme,
+        clock: Arc<dyn Clock>,
+        metrics: Arc<Metrics>,
+        timing: Timing,
+        planted: PlantedBug,
+        reason: &str,
+    ) -> (Protocol, watch::Receiver<LeaseState>) {
+        let (tx, rx) = watch::channel(LeaseState::Pending {
+            reason: reason.into(),
+        });
+        let p = Protocol {
+            scheme,
+            clock,
+            metrics,
+            timing,
+            tx,
+            planted,
+        };
+        (p, rx)
+    }
+
     pub fn now_tick(&self) -> u64 {
         self.scheme.now_tick(&*self.clock)
     }

@@ -29,10 +29,6 @@ pub struct Etcd {
     client_cert_auth: bool,
 }
 
-fn etcd_bin() -> &'static str {
-    "etcd"
-}
-
 impl Etcd {
     pub fn single() -> Etcd {
         Self::start(1, None, false)
@@ -126,7 +122,7 @@ impl Etcd {
         let client = format!("{scheme}://127.0.0.1:{}", m.client_port);
         let peer = format!("http://127.0.0.1:{}", m.peer_port);
         let log = std::fs::File::create(self.tmp.path().join(format!("{}.log", m.name))).unwrap();
-        let mut c = Command::new(etcd_bin());
+        let mut c = Command::new("etcd");
         c.args(["--name", &m.name])
             .arg("--data-dir")
             .arg(&m.dir)

@@ -111,7 +111,12 @@ impl EtcdAccess {
 
     /// The user and password of `--etcd-auth-file`, and the TLS files, read and checked now.
     fn read_files(&self) -> Result<Loaded, AccessError> {
-        let user = match &self.auth_file {
+        Ok((self.read_user()?, self.read_tls()?))
+    }
+
+    /// The user and password of `--etcd-auth-file`, read now.
+    fn read_user(&self) -> Result<Option<(String, String)>, AccessError> {
+        Ok(match &self.auth_file {
             None => None,
             Some(p) => {
                 let s = std::fs::read_to_string(p).map_err(|e| {
@@ -127,8 +132,12 @@ impl EtcdAccess {
                 let (u, pw) = s.split_once(':').expect("checked");
                 Some((u.to_string(), pw.to_string()))
             }
-        };
-        let tls = match &self.tls {
+        })
+    }
+
+    /// The TLS settings from the files of `--etcd-tls-*`, read and checked now.
+    fn read_tls(&self) -> Result<Option<ClientTlsConfig>, AccessError> {
+        Ok(match &self.tls {
             None => None,
             Some(files) => {
                 let c = read_files("etcd", files)?;
@@ -142,8 +151,7 @@ impl EtcdAccess {
                 }
                 Some(t)
             }
-        };
-        Ok((user, tls))
+        })
     }
 
     /// The flags that identify us, for messages.
@@ -288,8 +296,8 @@ impl Etcd {
         if self.token() != stale {
             return Ok(());
         }
-        let (name, password) = match self.inner.access.read_files() {
-            Ok((Some(user), _)) => user,
+        let (name, password) = match self.inner.access.read_user() {
+            Ok(Some(user)) => user,
             _ => known,
         };
         let req = rpc::AuthenticateRequest { name, password };
@@ -419,24 +427,6 @@ impl Etcd {
         })
         .await
         .map(|_| ())
-    }
-
-    /// One keep-alive of lease `id` on a stream of its own: the TTL it has again (0 or less:
-    /// the lease is gone). For tools and tests; the lease keeps its own stream ([`Keeper`]).
-    pub async fn keep_alive(&self, id: i64) -> Result<i64, EtcdError> {
-        let req = rpc::LeaseKeepAliveRequest { id };
-        self.call_any("keeping the lease alive", req, |ch, r| async move {
-            let (meta, ext, msg) = r.into_parts();
-            let r = tonic::Request::from_parts(meta, ext, tokio_stream::once(msg));
-            let mut s = LeaseClient::new(ch).lease_keep_alive(r).await?;
-            let stream = s.get_mut();
-            match stream.message().await? {
-                Some(m) => Ok(tonic::Response::new(m)),
-                None => Err(tonic::Status::unavailable("the keep-alive stream closed")),
-            }
-        })
-        .await
-        .map(|r| r.ttl)
     }
 
     /// Opens a keep-alive stream for lease `id` on the current endpoint and keeps the lease

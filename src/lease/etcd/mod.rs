@@ -29,14 +29,14 @@ pub use client::{Etcd, EtcdAccess, EtcdError};
 pub use marks::EtcdMarks;
 
 use super::protocol::{Protocol, Timing};
-use super::{LeaseHandle, LeaseState};
+use super::LeaseHandle;
 use crate::clock::Clock;
 use crate::layout::Scheme;
-use crate::lease::zk::tree::{instance_id, Owner, Paths};
+use crate::lease::zk::tree::{instance_id, owner_record, Paths};
 use crate::metrics::Metrics;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::oneshot;
 use tracing::Instrument;
 
 /// What the etcd lease needs to know.
@@ -80,13 +80,12 @@ pub(crate) struct Negotiator {
 impl Negotiator {
     /// The owner record of a key attached to `lease`.
     pub(crate) fn owner(&self, lease: i64) -> Vec<u8> {
-        let o = Owner::for_this_process(
+        owner_record(
             format!("{lease:#x}"),
             &self.instance,
             self.cfg.pod.as_deref(),
             self.proto.clock.now_unix_ns() / 1_000_000,
-        );
-        serde_json::to_vec(&o).expect("owner serialises")
+        )
     }
 }
 
@@ -98,23 +97,20 @@ pub fn start(
     metrics: Arc<Metrics>,
 ) -> LeaseHandle {
     metrics.pool_size.set(i64::from(cfg.pool_size));
-    let (tx, rx) = watch::channel(LeaseState::Pending {
-        reason: "connecting to etcd".into(),
-    });
     let span = tracing::info_span!(
         "lease",
         kind = "etcd",
         layout = cfg.layout,
         cluster = cfg.cluster
     );
-    let proto = Protocol {
+    let (proto, rx) = Protocol::new(
         scheme,
         clock,
         metrics,
-        timing: cfg.timing,
-        tx,
-        planted: cfg.planted,
-    };
+        cfg.timing,
+        cfg.planted,
+        "connecting to etcd",
+    );
     let neg = Negotiator {
         paths: Paths::new(&cfg.prefix, cfg.layout, cfg.cluster),
         cfg,

@@ -36,13 +36,13 @@ pub use session::{connect, Retry};
 pub use tree::{Owner, Paths};
 
 use super::protocol::{Protocol, Timing};
-use super::{LeaseHandle, LeaseState};
+use super::LeaseHandle;
 use crate::clock::Clock;
 use crate::layout::Scheme;
 use crate::metrics::Metrics;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::oneshot;
 use tracing::Instrument;
 use zookeeper_client as zk;
 
@@ -97,13 +97,12 @@ pub(crate) struct Negotiator {
 impl Negotiator {
     /// The owner record for a node created by `client`'s session.
     pub(crate) fn owner(&self, client: &zk::Client) -> Vec<u8> {
-        let o = Owner::for_this_process(
+        tree::owner_record(
             client.session_id().to_string(),
             &self.instance,
             self.cfg.pod.as_deref(),
             self.proto.clock.now_unix_ns() / 1_000_000,
-        );
-        serde_json::to_vec(&o).expect("owner serialises")
+        )
     }
 }
 
@@ -115,23 +114,20 @@ pub fn start(
     metrics: Arc<Metrics>,
 ) -> LeaseHandle {
     metrics.pool_size.set(i64::from(cfg.pool_size));
-    let (tx, rx) = watch::channel(LeaseState::Pending {
-        reason: "connecting to ZooKeeper".into(),
-    });
     let span = tracing::info_span!(
         "lease",
         kind = "zookeeper",
         layout = cfg.layout,
         cluster = cfg.cluster
     );
-    let proto = Protocol {
+    let (proto, rx) = Protocol::new(
         scheme,
         clock,
         metrics,
-        timing: cfg.timing,
-        tx,
-        planted: cfg.planted,
-    };
+        cfg.timing,
+        cfg.planted,
+        "connecting to ZooKeeper",
+    );
     let neg = Negotiator {
         paths: Paths::new(&cfg.root, cfg.layout, cfg.cluster),
         cfg,

@@ -83,6 +83,17 @@ impl Owner {
     }
 }
 
+/// The owner record (JSON) of a node or key created for `session` by this process.
+pub(crate) fn owner_record(
+    session: String,
+    instance: &str,
+    pod: Option<&str>,
+    now_ms: u64,
+) -> Vec<u8> {
+    let o = Owner::for_this_process(session, instance, pod, now_ms);
+    serde_json::to_vec(&o).expect("owner serialises")
+}
+
 /// A random instance ID, 16 hex digits.
 pub(crate) fn instance_id() -> String {
     format!("{:016x}", rand::random::<u64>())
