@@ -63,9 +63,10 @@ pub struct EtcdConfig {
     pub planted: crate::lease::planted::PlantedBug,
 }
 
-/// The bound of one etcd call: a lost member is given up on well within the lease's TTL.
+/// The bound of one etcd call: a lost member is given up on well within the lease's TTL
+/// (a keep-alive every third of it can fail and be tried again on another member).
 pub fn call_timeout(ttl: Duration) -> Duration {
-    (ttl / 3).clamp(Duration::from_millis(500), Duration::from_secs(2))
+    (ttl / 4).clamp(Duration::from_millis(500), Duration::from_secs(2))
 }
 
 /// What every part of the etcd lease shares.

@@ -234,7 +234,7 @@ async fn keep_alive(etcd: Etcd, lease: i64, ttl: Duration, ended: CancellationTo
                     tracing::warn!(error = %e, "keep-alive failed; trying again");
                 }
                 failing = failing.saturating_add(1);
-                wait = Duration::from_millis(200).min(every);
+                wait = Duration::from_millis(100).min(every);
             }
         }
     };
