@@ -600,3 +600,46 @@ fn connected_member(e: &Etcd, pid: u32) -> Option<usize> {
         })
         .find_map(|port| e.members.iter().position(|m| m.client_port == port))
 }
+
+/// sno80 and muid128 through etcd: pools of 65,536 partitions and 2^32 − 1 medallions are
+/// claimed by random probes — a preferred slot that is taken sends the second instance
+/// elsewhere, and only the slots actually used get a mark key (nothing scans the pool).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_pools_are_probed_not_scanned() {
+    let e = Etcd::single();
+    for (name, pool) in [("sno80", 65_536.0), ("muid128", 4_294_967_295.0)] {
+        let args = ["--layout", name, "--generator-id", "5"];
+        let a = start(&e.endpoints(), &args).await;
+        a.wait_ready(Duration::from_secs(15)).await;
+        let b = start(&e.endpoints(), &args).await;
+        b.wait_ready(Duration::from_secs(15)).await;
+        let mut slots = std::collections::HashSet::new();
+        for i in [&a, &b] {
+            assert_eq!(i.metric("idcar_pool_size").await, Some(pool));
+            slots.insert(i.metric("idcar_lease_slot").await.unwrap() as u64);
+            assert_eq!(i.binary().await.ids(20).await.unwrap().len(), 20);
+        }
+        assert!(
+            slots.contains(&5),
+            "{name}: the first got its preferred slot"
+        );
+        assert_eq!(slots.len(), 2, "{name}: the second probed another slot");
+        let keys = |dir: &str| {
+            let out = e
+                .etcdctl(
+                    0,
+                    &[
+                        "get",
+                        "--prefix",
+                        "--keys-only",
+                        &format!("/idcar/{name}/0/{dir}/"),
+                    ],
+                )
+                .unwrap();
+            out.lines().filter(|l| !l.is_empty()).count()
+        };
+        assert_eq!(keys("marks"), 2, "{name}: only used slots have marks");
+        assert_eq!(keys("slots"), 2, "{name}");
+        assert_eq!(keys("queue"), 0, "{name}: probes never queue");
+    }
+}
