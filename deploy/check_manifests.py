@@ -5,7 +5,7 @@ HELP being the text of `idcar serve --help`).
 - the PrometheusRule carries exactly the groups of the plain rules file;
 - the PodMonitor selects the example's pods and scrapes a port the idcar container names;
 - the kustomization lists files that exist;
-- the example pods (ZooKeeper's and etcd's) run idcar as a native sidecar, non-root, read-only, no privilege
+- the example pods (ZooKeeper's Deployment and StatefulSet, etcd's) run idcar as a native sidecar, non-root, read-only, no privilege
   escalation, all capabilities dropped, with requests and limits, probes that read state
   only (never an ID path), an fsGroup for the socket, and only IDCAR_* variables that
   `idcar serve --help` knows.
@@ -41,9 +41,16 @@ check(prule["kind"] == "PrometheusRule", "prometheusrule.yaml is a PrometheusRul
 check(prule["spec"]["groups"] == rules["groups"],
       "PrometheusRule groups differ from deploy/prometheus/idcar-rules.yml")
 
+def workload(path):
+    """The Deployment or StatefulSet in `path`."""
+    found = [d for d in load(path) if d["kind"] in ("Deployment", "StatefulSet")]
+    check(len(found) == 1, f"{path} holds one Deployment or StatefulSet")
+    return found[0]
+
+
 def check_deployment(path):
     """The example pod in `path`: native sidecar, hardened, probes, variables, volumes."""
-    deploy = load(path)[0]
+    deploy = workload(path)
     pod = deploy["spec"]["template"]
     spec = pod["spec"]
     sidecars = [c for c in spec.get("initContainers", []) if c["name"] == "idcar"]
@@ -107,11 +114,28 @@ def check_deployment(path):
     check("/run/idcar" in app_mounts, "the app shares the socket volume")
 
 
-for example in ("deployment.yaml", os.path.join("etcd", "deployment.yaml")):
+EXAMPLES = ("deployment.yaml", os.path.join("etcd", "deployment.yaml"),
+            os.path.join("statefulset", "statefulset.yaml"))
+for example in EXAMPLES:
     check_deployment(os.path.join(K8S, example))
-kust_etcd = load(os.path.join(K8S, "etcd", "kustomization.yaml"))[0]
-for r in kust_etcd["resources"]:
-    check(os.path.exists(os.path.join(K8S, "etcd", r)), f"etcd kustomization resource {r} exists")
+for sub in ("etcd", "statefulset"):
+    kust = load(os.path.join(K8S, sub, "kustomization.yaml"))[0]
+    for r in kust["resources"]:
+        check(os.path.exists(os.path.join(K8S, sub, r)), f"{sub} kustomization resource {r} exists")
+
+# The StatefulSet prefers its ordinal's slots: the ordinal from the pod-index label, a
+# headless Service of its own, and slots that fit the pool for every replica.
+path = os.path.join(K8S, "statefulset", "statefulset.yaml")
+sts = workload(path)
+env = {e["name"]: e for c in sts["spec"]["template"]["spec"]["initContainers"] for e in c.get("env", [])}
+check(env.get("IDCAR_PREFER_ORDINAL", {}).get("value") == "true", "the StatefulSet prefers its ordinal")
+check(env.get("IDCAR_POD_INDEX", {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
+      == "metadata.labels['apps.kubernetes.io/pod-index']", "the ordinal comes from the pod-index label")
+services = [d for d in load(path) if d["kind"] == "Service"]
+check(any(d["metadata"]["name"] == sts["spec"]["serviceName"] and d["spec"].get("clusterIP") == "None"
+          for d in services), "the StatefulSet's serviceName is a headless Service in the file")
+slots = int(env.get("IDCAR_SLOTS", {}).get("value", "1"))
+check(sts["spec"]["replicas"] * slots <= 64, "every replica's preferred slots fit lable64's pool")
 
 for f in failures:
     print(f"FAILED: {f}")

@@ -75,7 +75,10 @@ pub const DEFAULT_ADMIN_ADDR: &str = "127.0.0.1:9750";
 #[derive(Debug, Args, Clone)]
 pub struct LayoutArgs {
     /// ID layout: lable64 (default), ugd60, si53, sno80 or muid128. `decode` without it
-    /// guesses the layout from the text's shape.
+    /// guesses the layout from the text's shape. Each runs out of time (then issues nothing):
+    /// lable64 2109-05-15T07:35:11.104Z, ugd60 2154-04-07T06:28:16.000Z, si53 34.8 years
+    /// after --base-clock (2054-11-03T19:53:47.776Z by default), sno80
+    /// 2079-09-07T15:47:35.552Z, muid128 2112-09-17T23:53:47.370Z.
     #[arg(long, env = "IDCAR_LAYOUT")]
     pub layout: Option<String>,
     /// si53: the base clock, Unix milliseconds (default 2020-01-01T00:00:00Z).
@@ -273,6 +276,23 @@ pub struct ServeArgs {
     /// (set it from the downward API's metadata.name). POD_NAME is read when it is not set.
     #[arg(long, env = "IDCAR_POD_NAME")]
     pub pod_name: Option<String>,
+    /// With --zk or --etcd: hold up to K slots of the pool at once and spread requests over
+    /// them, for K times the layout's rate per instance. Each slot is its own lease (claimed,
+    /// fenced, renewed and released as one slot is); while the pool cannot give all K, the
+    /// instance serves with the slots it has and keeps queueing for the rest.
+    #[arg(long, env = "IDCAR_SLOTS", default_value_t = 1, value_name = "K")]
+    pub slots: u32,
+    /// With --zk or --etcd: prefer the slot equal to this pod's StatefulSet ordinal (times
+    /// --slots), still claimed and fenced in the store: a preference, never a static
+    /// assignment. The ordinal comes from --pod-index, else from the number ending the pod's
+    /// name (--pod-name/POD_NAME, e.g. `ids-3`). Exclusive with --generator-id.
+    #[arg(long, env = "IDCAR_PREFER_ORDINAL", value_parser = clap::builder::BoolishValueParser::new(), action = clap::ArgAction::SetTrue, conflicts_with = "generator_id")]
+    pub prefer_ordinal: bool,
+    /// The pod's StatefulSet ordinal for --prefer-ordinal (set it from the downward API's
+    /// `metadata.labels['apps.kubernetes.io/pod-index']`, Kubernetes 1.28+).
+    /// Empty counts as unset (the label is missing before 1.28).
+    #[arg(long, env = "IDCAR_POD_INDEX", value_name = "N")]
+    pub pod_index: Option<String>,
     /// With --zk or --etcd: negotiate only slots 0..N (default: the layout's whole pool), e.g. to keep
     /// the rest for static instances.
     #[arg(long, env = "IDCAR_POOL_SIZE")]

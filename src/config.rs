@@ -111,9 +111,12 @@ pub struct EtcdConn {
 pub struct EtcdSettings {
     pub conn: EtcdConn,
     pub pool_size: u32,
+    /// The slot the first lease prefers (the next ones prefer the slots after it).
     pub prefer: Option<u32>,
     /// The pod name for the slot's owner record.
     pub pod: Option<String>,
+    /// How many slots the instance holds at once (`--slots`).
+    pub slots: u32,
 }
 
 impl EtcdConn {
@@ -168,9 +171,12 @@ pub struct ZkConn {
 pub struct ZkSettings {
     pub conn: ZkConn,
     pub pool_size: u32,
+    /// The slot the first lease prefers (the next ones prefer the slots after it).
     pub prefer: Option<u32>,
     /// The pod name for the slot's owner record.
     pub pod: Option<String>,
+    /// How many slots the instance holds at once (`--slots`).
+    pub slots: u32,
 }
 
 impl ZkConn {
@@ -348,6 +354,17 @@ fn lease_source(a: &ServeArgs, layout: &dyn Layout) -> Result<LeaseSource, Usage
         if a.pool_size.is_some() {
             return usage("--pool-size needs --zk or --etcd");
         }
+        if a.slots != 1 {
+            return usage(
+                "--slots needs --zk or --etcd: a static instance has its one --generator-id \
+                 (run more instances, or negotiate slots in a store)",
+            );
+        }
+        if a.prefer_ordinal {
+            return usage(
+                "--prefer-ordinal needs --zk or --etcd (without a store, give --generator-id)",
+            );
+        }
         return Ok(LeaseSource::Static {
             slot: a.generator_id.unwrap_or(0),
             state_file: a.state_file.clone(),
@@ -366,26 +383,95 @@ fn lease_source(a: &ServeArgs, layout: &dyn Layout) -> Result<LeaseSource, Usage
             pool_size - 1
         ));
     }
+    if a.slots == 0 || a.slots > MAX_SLOTS.min(pool_size) {
+        return usage(format!(
+            "--slots must be between 1 and {} (the pool's size, at most {MAX_SLOTS}), got {}",
+            MAX_SLOTS.min(pool_size),
+            a.slots
+        ));
+    }
     let pod = a
         .pod_name
         .clone()
         .or_else(|| std::env::var("POD_NAME").ok())
         .filter(|p| !p.is_empty());
+    let prefer = match a.prefer_ordinal {
+        false => a.generator_id,
+        true => ordinal_slot(pod_index(a)?, pod.as_deref(), a.slots, pool_size)?,
+    };
     if let Some(endpoints) = &a.etcd {
         return Ok(LeaseSource::Etcd(EtcdSettings {
             conn: EtcdConn::from_args(endpoints, &a.etcd_args)?,
             pool_size,
-            prefer: a.generator_id,
+            prefer,
             pod,
+            slots: a.slots,
         }));
     }
     let connect = a.zk.as_deref().unwrap_or_default();
     Ok(LeaseSource::Zk(ZkSettings {
         conn: ZkConn::from_args(connect, &a.zk_args)?,
         pool_size,
-        prefer: a.generator_id,
+        prefer,
         pod,
+        slots: a.slots,
     }))
+}
+
+/// The most slots one instance may hold (`--slots`): each is a ZooKeeper session (an etcd
+/// lease) of its own, and ZooKeeper allows 60 connections per client address by default.
+pub const MAX_SLOTS: u32 = 16;
+
+/// `--pod-index`: empty is unset (the downward API gives an empty value for a missing label).
+fn pod_index(a: &ServeArgs) -> Result<Option<u32>, UsageError> {
+    match a.pod_index.as_deref().map(str::trim) {
+        None | Some("") => Ok(None),
+        Some(n) => n.parse().map(Some).map_err(|_| {
+            UsageError(format!(
+                "--pod-index/IDCAR_POD_INDEX: {n:?} is not a pod ordinal (a whole number)"
+            ))
+        }),
+    }
+}
+
+/// The pod's StatefulSet ordinal: `--pod-index`, else the number ending the pod's name.
+pub fn pod_ordinal(pod_index: Option<u32>, pod: Option<&str>) -> Option<u32> {
+    pod_index.or_else(|| {
+        let (_, n) = pod?.rsplit_once('-')?;
+        (!n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| n.parse().ok())
+            .flatten()
+    })
+}
+
+/// The slot `--prefer-ordinal` prefers first: the ordinal times `--slots` (so each pod's
+/// slots are its own block), or none when that block is outside the pool (a StatefulSet
+/// larger than the pool: those pods take any free slot).
+fn ordinal_slot(
+    pod_index: Option<u32>,
+    pod: Option<&str>,
+    slots: u32,
+    pool_size: u32,
+) -> Result<Option<u32>, UsageError> {
+    let Some(ordinal) = pod_ordinal(pod_index, pod) else {
+        return usage(format!(
+            "--prefer-ordinal: no ordinal: set --pod-index/IDCAR_POD_INDEX (from the label \
+             apps.kubernetes.io/pod-index) or a pod name ending in -N (--pod-name/POD_NAME), \
+             got pod name {pod:?}"
+        ));
+    };
+    let first = ordinal
+        .checked_mul(slots)
+        .filter(|f| f.checked_add(slots).is_some_and(|end| end <= pool_size));
+    if first.is_none() {
+        tracing::warn!(
+            ordinal,
+            slots,
+            pool_size,
+            "--prefer-ordinal: the ordinal's slots are outside the pool; taking any free slot"
+        );
+    }
+    Ok(first)
 }
 
 const HOUR: Duration = Duration::from_secs(3600);

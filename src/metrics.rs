@@ -12,6 +12,9 @@ use prometheus::{
 
 mod hot;
 pub use hot::{HotCounter, HotHistogram};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 
 /// Which API a request came through.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -108,8 +111,21 @@ pub struct Metrics {
     pub pool_held: IntGauge,
     /// Contenders queued for a slot in this cluster (children of `queue/`).
     pub pool_waiting: IntGauge,
-    /// 1 while this instance waits at the head of the queue with every slot held.
+    /// 1 while this instance waits at the head of the queue with every slot held (set
+    /// through [`Metrics::set_pool_exhausted`]).
     pub pool_exhausted: IntGauge,
+    /// The leases (bits by [`crate::lease::Part`] index) that wait with every slot held.
+    exhausted_parts: AtomicU64,
+    /// Each lease's ZooKeeper session state, by part.
+    session_states: Mutex<BTreeMap<u32, &'static str>>,
+    /// Slots this instance holds at once (`--slots`).
+    pub slots_wanted: IntGauge,
+    /// Slots this instance holds and may issue from now.
+    pub slots_held: IntGauge,
+    /// Seconds until each held slot's mark, by `slot` (set when scraped).
+    pub slot_remaining_seconds: prometheus::GaugeVec,
+    /// Seconds until the layout's time field runs out (set when scraped).
+    pub layout_seconds_remaining: prometheus::Gauge,
 }
 
 /// The lease's metrics (every kind of lease), the ZooKeeper session's and etcd's leases.
@@ -329,8 +345,31 @@ impl Metrics {
             ),
             pool_exhausted: r.gauge(
                 "idcar_pool_exhausted",
-                "1 while this instance waits for a slot because every slot is held",
+                "1 while this instance holds no slot and waits for one because every slot is held",
             ),
+            exhausted_parts: AtomicU64::new(0),
+            session_states: Mutex::new(BTreeMap::new()),
+            slots_wanted: r.gauge(
+                "idcar_lease_slots_wanted",
+                "Slots this instance holds at once when the pool can give them (--slots)",
+            ),
+            slots_held: r.gauge(
+                "idcar_lease_slots_held",
+                "Slots this instance holds and may issue from now (below \
+                 idcar_lease_slots_wanted while the pool cannot give them all)",
+            ),
+            slot_remaining_seconds: r.add(prometheus::GaugeVec::new(
+                Opts::new(
+                    "idcar_lease_slot_remaining_seconds",
+                    "Seconds until each held slot's time mark, by slot",
+                ),
+                &["slot"],
+            )),
+            layout_seconds_remaining: r.add(prometheus::Gauge::new(
+                "idcar_layout_seconds_remaining",
+                "Seconds until the layout's time field runs out with its parameters (no ID \
+                 can be issued after that)",
+            )),
             lease: Metrics::lease(r),
             registry,
             process,
@@ -430,14 +469,39 @@ impl Metrics {
         }
     }
 
-    /// Sets `idcar_zk_session_state` to `state` (one of [`SESSION_STATES`]).
-    pub fn session_state(&self, state: &str) {
+    /// Sets `idcar_zk_session_state` for the session of lease `part` (see
+    /// [`crate::lease::Part`]) to `state` (one of [`SESSION_STATES`]): each state's gauge
+    /// counts the instance's sessions in it (1 for the current state with one slot).
+    pub fn session_state(&self, part: u32, state: &'static str) {
+        let mut states = self
+            .session_states
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        states.insert(part, state);
         for s in SESSION_STATES {
+            let n = states.values().filter(|v| **v == s).count();
             self.lease
                 .zk_session_state
                 .with_label_values(&[s])
-                .set(i64::from(s == state));
+                .set(n as i64);
         }
+    }
+
+    /// The leases (bits by part) that wait with every slot of the pool held.
+    pub fn exhausted_parts(&self) -> u64 {
+        self.exhausted_parts.load(Ordering::Acquire)
+    }
+
+    /// Sets whether lease `part` waits for a slot with every slot of the pool held:
+    /// `idcar_pool_exhausted` is 1 while any of the instance's leases does.
+    pub fn set_pool_exhausted(&self, part: u32, exhausted: bool) {
+        let bit = 1u64 << (part % 64);
+        let was = if exhausted {
+            self.exhausted_parts.fetch_or(bit, Ordering::AcqRel) | bit
+        } else {
+            self.exhausted_parts.fetch_and(!bit, Ordering::AcqRel) & !bit
+        };
+        self.pool_exhausted.set(i64::from(was != 0));
     }
 
     /// Counts a connection idcar closed (`reason` one of [`CLOSE_REASONS`]).

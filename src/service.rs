@@ -17,7 +17,7 @@ use crate::layout::{Layout, RequestOptions, Scheme};
 use crate::lease::LeaseState;
 use crate::metrics::Metrics;
 use crate::timer::Timer;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -94,15 +94,23 @@ impl Drop for Queued<'_> {
 pub struct Service {
     layout: Box<dyn Layout>,
     scheme: Scheme,
-    /// On cache lines of its own: every request writes it, and the fields around it are
-    /// read by every request (a write beside them would move their line between cores too).
-    generator: Aligned<Mutex<Core>>,
+    /// One generator per lease (`--slots`), each on cache lines of its own: every request
+    /// writes one, and the fields around them are read by every request (a write beside
+    /// them would move their line between cores too).
+    cores: Box<[Aligned<Mutex<Core>>]>,
     clock: Arc<dyn Clock>,
     /// Clocks found stalled (set by [`crate::clock::watch_clocks`] where one runs).
     clock_faults: Arc<ClockFaults>,
     timer: Timer,
     metrics: Arc<Metrics>,
-    lease: watch::Receiver<LeaseState>,
+    /// What each lease publishes, in the order of `cores`.
+    leases: Vec<watch::Receiver<LeaseState>>,
+    /// Clock regressions reported: the most any generator saw (each generator sees the same
+    /// step of the clock when it is used across it, so they are not added up; a step only one
+    /// generator saw may go uncounted, so with `--slots` the metric is a lower bound).
+    regressions: AtomicU64,
+    /// The slots `idcar_lease_slot_remaining_seconds` shows (stale ones are removed).
+    shown: Mutex<Vec<u32>>,
     limits: Limits,
     /// Set once shutdown begins: readiness is false from then on.
     draining: AtomicBool,
@@ -114,6 +122,12 @@ pub struct Service {
     waiting: AtomicUsize,
     /// What shapes the layout's IDs (flag name without dashes, value), for describe requests.
     params: std::sync::OnceLock<Vec<(String, String)>>,
+}
+
+thread_local! {
+    /// Where this thread's next request starts among several generators (`--slots`); threads
+    /// start at different places.
+    static NEXT: std::cell::Cell<usize> = std::cell::Cell::new(rand::random::<u32>() as usize);
 }
 
 /// Aligned to two cache lines (adjacent-line prefetching pairs them).
@@ -149,21 +163,43 @@ impl Service {
         lease: watch::Receiver<LeaseState>,
         limits: Limits,
     ) -> std::io::Result<Arc<Service>> {
+        Service::with_leases(layout, clock, metrics, vec![lease], limits)
+    }
+
+    /// A service issuing under every lease of `leases` (one slot each, `--slots`): requests
+    /// are spread over the slots held (see [`Service::issue`]).
+    pub fn with_leases(
+        layout: Box<dyn Layout>,
+        clock: Arc<dyn Clock>,
+        metrics: Arc<Metrics>,
+        leases: Vec<watch::Receiver<LeaseState>>,
+        limits: Limits,
+    ) -> std::io::Result<Arc<Service>> {
+        assert!(!leases.is_empty(), "a service needs a lease");
         let scheme = layout.scheme();
-        let mut generator = Generator::new(scheme);
-        generator.set_window(lease.borrow().window());
+        let cores = leases
+            .iter()
+            .map(|lease| {
+                let mut gen = Generator::new(scheme);
+                gen.set_window(lease.borrow().window());
+                Aligned(Mutex::new(Core {
+                    gen,
+                    regressions: 0,
+                }))
+            })
+            .collect();
+        metrics.slots_wanted.set(leases.len() as i64);
         Ok(Arc::new(Service {
             layout,
             scheme,
-            generator: Aligned(Mutex::new(Core {
-                gen: generator,
-                regressions: 0,
-            })),
+            cores,
+            regressions: AtomicU64::new(0),
+            shown: Mutex::new(Vec::new()),
             clock,
             clock_faults: Arc::default(),
             timer: Timer::new()?,
             metrics,
-            lease,
+            leases,
             limits,
             draining: AtomicBool::new(false),
             lane: tokio::sync::Mutex::new(Reported::default()),
@@ -204,20 +240,38 @@ impl Service {
         self.clock_faults.clone()
     }
 
-    fn core(&self) -> MutexGuard<'_, Core> {
+    /// The generator of lease `part`.
+    fn core(&self, part: usize) -> MutexGuard<'_, Core> {
         // The generator's state stays consistent even if a holder panicked mid-way: every
         // mutation completes before any code that could panic.
-        self.generator.0.lock().unwrap_or_else(|p| p.into_inner())
+        self.cores[part].0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Installs each lease change in the generator until the lease channel closes.
+    /// Each generator's window (`None` where its lease holds nothing).
+    fn windows(&self) -> Vec<Option<Window>> {
+        (0..self.cores.len())
+            .map(|i| self.core(i).gen.window())
+            .collect()
+    }
+
+    /// Installs each lease change in its generator until the lease channels close.
     ///
     /// Each change in what may be issued is logged as a lease record (`lease_record =
     /// "issuing"` with slot, floor and generation, before the window is installed; `"stopped"`
     /// with the reason, after it is removed), so a log bounds in time every ID the process
     /// issued for each slot: the fault campaign's checker attributes IDs with it.
     pub async fn follow_lease(self: Arc<Self>) {
-        let mut rx = self.lease.clone();
+        let mut parts = tokio::task::JoinSet::new();
+        for part in 0..self.cores.len() {
+            parts.spawn(self.clone().follow_part(part));
+        }
+        // Dropping the set (this task aborted) aborts every part's follower.
+        while parts.join_next().await.is_some() {}
+    }
+
+    /// [`Service::follow_lease`] for the lease of generator `part`.
+    async fn follow_part(self: Arc<Self>, part: usize) {
+        let mut rx = self.leases[part].clone();
         let mut was: Option<Window> = None;
         loop {
             let state = rx.borrow_and_update().clone();
@@ -230,6 +284,7 @@ impl Service {
             if let Some(w) = window.filter(|_| changed) {
                 tracing::info!(
                     lease_record = "issuing",
+                    part,
                     slot = w.slot,
                     floor = w.floor,
                     mark = w.mark,
@@ -237,10 +292,11 @@ impl Service {
                     "issuing IDs under the lease"
                 );
             }
-            self.core().gen.set_window(window);
+            self.core(part).gen.set_window(window);
             if let Some(a) = was.filter(|_| changed) {
                 tracing::info!(
                     lease_record = "stopped",
+                    part,
                     slot = a.slot,
                     generation = a.generation,
                     reason = state.reason().unwrap_or("another lease"),
@@ -248,24 +304,26 @@ impl Service {
                 );
             }
             was = window;
-            self.metrics.lease.held.set(i64::from(window.is_some()));
-            self.metrics
-                .lease
-                .slot
-                .set(window.map_or(-1, |w| i64::from(w.slot)));
+            let held: Vec<u32> = self.windows().iter().flatten().map(|w| w.slot).collect();
+            self.metrics.lease.held.set(i64::from(!held.is_empty()));
+            self.metrics.slots_held.set(held.len() as i64);
+            let lowest = held.iter().min().map_or(-1, |s| i64::from(*s));
+            self.metrics.lease.slot.set(lowest);
             if rx.changed().await.is_err() {
                 return;
             }
         }
     }
 
-    /// Stops issuing and returns the highest tick issued, with its slot.
+    /// Stops issuing and returns, per lease, the highest tick issued with its slot.
     ///
-    /// Permanent: a lease change arriving afterwards cannot re-open the generator, so the
-    /// returned tick bounds every ID this process issued for its slot.
-    pub fn close(&self) -> Option<Issued> {
+    /// Permanent: a lease change arriving afterwards cannot re-open a generator, so each
+    /// returned tick bounds every ID this process issued under that lease's slot.
+    pub fn close(&self) -> Vec<Option<Issued>> {
         self.draining.store(true, Ordering::SeqCst);
-        self.core().gen.close()
+        (0..self.cores.len())
+            .map(|i| self.core(i).gen.close())
+            .collect()
     }
 
     /// Marks the service as shutting down: readiness turns false at once.
@@ -283,31 +341,97 @@ impl Service {
             return Err(why.into());
         }
         let now = self.now_tick();
-        match self.core().gen.can_issue(now) {
-            Ok(()) => Ok(()),
-            Err(Refusal::NoLease) => Err(self.lease_reason()),
-            Err(r) => Err(r.to_string()),
-        }
-    }
-
-    /// Why the lease holds nothing now, in the lease's words.
-    fn lease_reason(&self) -> String {
-        self.lease
-            .borrow()
-            .reason()
-            .unwrap_or("no lease")
-            .to_string()
-    }
-
-    /// Seconds until the lease's mark, or 0 without a lease.
-    pub fn lease_remaining(&self) -> f64 {
-        match self.core().gen.window() {
-            Some(w) => {
-                let end = self.scheme.tick_start_ns(w.mark.saturating_add(1));
-                end.saturating_sub(self.clock.now_unix_ns()) as f64 / 1e9
+        let mut refused = None;
+        for part in 0..self.cores.len() {
+            match self.core(part).gen.can_issue(now) {
+                Ok(()) => return Ok(()),
+                Err(Refusal::NoLease) => {}
+                Err(r) => refused = refused.or(Some(r)),
             }
-            None => 0.0,
         }
+        match refused {
+            Some(r) => Err(r.to_string()),
+            None => Err(self.lease_reason()),
+        }
+    }
+
+    /// How many generators can issue now (`idcar_lease_slots_held` when scraped).
+    fn slots_issuing(&self) -> usize {
+        let now = self.now_tick();
+        (0..self.cores.len())
+            .filter(|i| self.core(*i).gen.can_issue(now).is_ok())
+            .count()
+    }
+
+    /// Why the lease holds nothing now, in the lease's words (with `--slots`, every lease's).
+    fn lease_reason(&self) -> String {
+        let reason = |rx: &watch::Receiver<LeaseState>| rx.borrow().reason().map(str::to_string);
+        match self.leases.as_slice() {
+            [one] => reason(one).unwrap_or_else(|| "no lease".into()),
+            all => {
+                let mut why: Vec<String> = Vec::new();
+                for r in all.iter().filter_map(reason) {
+                    if !why.contains(&r) {
+                        why.push(r);
+                    }
+                }
+                format!("no slot is held (of {}): {}", all.len(), why.join("; "))
+            }
+        }
+    }
+
+    /// Seconds until the time mark of `w`.
+    fn remaining(&self, w: &Window) -> f64 {
+        let end = self.scheme.tick_start_ns(w.mark.saturating_add(1));
+        end.saturating_sub(self.clock.now_unix_ns()) as f64 / 1e9
+    }
+
+    /// Seconds until the lease's mark (with `--slots`, the soonest of the slots held: a
+    /// renewal stuck on any of them shows), or 0 without a lease.
+    pub fn lease_remaining(&self) -> f64 {
+        self.windows()
+            .iter()
+            .flatten()
+            .map(|w| self.remaining(w))
+            .reduce(f64::min)
+            .unwrap_or(0.0)
+    }
+
+    /// Seconds until the layout's time field runs out (negative once it has).
+    pub fn layout_remaining(&self) -> f64 {
+        crate::layout::seconds_left(&self.scheme, self.clock.now_unix_ns())
+    }
+
+    /// Updates the gauges that are read when scraped: what can be issued now, each slot's
+    /// time left, the layout's time left.
+    pub fn refresh_gauges(&self) {
+        let m = &self.metrics;
+        m.lease.remaining_seconds.set(self.lease_remaining());
+        // Held means "can issue now", as /readyz says, not merely "a lease was published".
+        m.lease.held.set(i64::from(self.ready().is_ok()));
+        let issuing = self.slots_issuing();
+        m.slots_held.set(issuing as i64);
+        let held: Vec<Window> = self.windows().into_iter().flatten().collect();
+        let lowest = held.iter().map(|w| i64::from(w.slot)).min();
+        m.lease.slot.set(lowest.unwrap_or(-1));
+        // Exhausted means "waits with nothing to issue from": a spare lease of an instance
+        // that holds slots already is `idcar_lease_slots_held` below `_wanted`.
+        m.pool_exhausted
+            .set(i64::from(m.exhausted_parts() != 0 && issuing == 0));
+        let mut shown = self.shown.lock().unwrap_or_else(|p| p.into_inner());
+        for gone in shown.iter().filter(|s| !held.iter().any(|w| w.slot == **s)) {
+            let _ = m
+                .slot_remaining_seconds
+                .remove_label_values(&[&gone.to_string()]);
+        }
+        *shown = held.iter().map(|w| w.slot).collect();
+        for w in &held {
+            m.slot_remaining_seconds
+                .with_label_values(&[&w.slot.to_string()])
+                .set(self.remaining(w));
+        }
+        drop(shown);
+        m.layout_seconds_remaining.set(self.layout_remaining());
     }
 
     fn now_tick(&self) -> u64 {
@@ -450,16 +574,67 @@ impl Service {
         Ok(Some(Duration::from_nanos(until.min(end - k))))
     }
 
-    /// Takes and packs what the current tick allows, under the generator's lock: `(None, _)`
-    /// once the request is complete (counted), `(Some(tick), now)` when it must wait for
-    /// `tick` (the clock read `now`), or the refusal (counted).
+    /// Takes and packs what the current tick allows: `(None, _)` once the request is
+    /// complete (counted), `(Some(tick), now)` when it must wait for `tick` (the clock read
+    /// `now`), or the refusal (counted).
+    ///
+    /// With `--slots`, the generators are tried in turn from a rotating start, each under
+    /// its own lock, until the request is complete: a batch takes what the current tick of
+    /// each slot allows before it waits for the next tick, and a slot whose lease holds
+    /// nothing is passed over. The request is refused only when every slot refuses.
     fn take(
         &self,
         p: &mut Pending,
         opts: &RequestOptions,
         out: &mut Vec<u8>,
     ) -> Result<(Option<u64>, u64), IssueError> {
-        let mut core = self.core();
+        let parts = self.cores.len();
+        let first = match parts {
+            1 => 0,
+            // Round robin per thread: no counter shared by every request.
+            _ => NEXT.with(|n| {
+                let i = n.get();
+                n.set(i.wrapping_add(1));
+                i % parts
+            }),
+        };
+        let (mut wait, mut refused, mut now_ns) = (None::<u64>, None::<Refusal>, 0);
+        for j in 0..parts {
+            let (outcome, at) = self.take_from((first + j) % parts, p, opts, out);
+            now_ns = at;
+            match outcome {
+                Ok(None) => {
+                    self.metrics.ids_issued.inc_by(p.count);
+                    return Ok((None, now_ns));
+                }
+                Ok(Some(tick)) => wait = Some(wait.map_or(tick, |w| w.min(tick))),
+                // The most telling refusal: "no lease" only when no slot says more.
+                Err(r) if refused.is_none_or(|was| was == Refusal::NoLease) => refused = Some(r),
+                Err(_) => {}
+            }
+        }
+        if let Some(tick) = wait {
+            return Ok((Some(tick), now_ns));
+        }
+        let r = refused.unwrap_or(Refusal::NoLease);
+        self.metrics.refusals.with_label_values(&[r.kind()]).inc();
+        Err(match r {
+            Refusal::NoLease => IssueError::NoLease(self.lease_reason()),
+            r => r.into(),
+        })
+    }
+
+    /// [`Service::take`] from generator `part`, under its lock (no wait there): `Ok(None)`
+    /// once the request is complete, `Ok(Some(tick))` when this generator's tick is spent;
+    /// with the clock read under the lock.
+    fn take_from(
+        &self,
+        part: usize,
+        p: &mut Pending,
+        opts: &RequestOptions,
+        out: &mut Vec<u8>,
+    ) -> (Result<Option<u64>, Refusal>, u64) {
+        let mut core = self.core(part);
         let now_ns = self.clock.now_unix_ns();
         let now = self.scheme.tick_at(now_ns).unwrap_or(0);
         let outcome = loop {
@@ -480,26 +655,17 @@ impl Service {
                 Err(r) => break Err(r),
             }
         };
-        let regressed = core.gen.regressions().checked_sub(core.regressions);
-        core.regressions = core.gen.regressions();
+        let seen = core.gen.regressions();
+        let regressed = seen > core.regressions;
+        core.regressions = seen;
         drop(core);
-        if let Some(n) = regressed.filter(|n| *n > 0) {
-            self.note_regressions(n);
-        }
-        match outcome {
-            Ok(None) => {
-                self.metrics.ids_issued.inc_by(p.count);
-                Ok((None, now_ns))
-            }
-            Ok(Some(tick)) => Ok((Some(tick), now_ns)),
-            Err(r) => {
-                self.metrics.refusals.with_label_values(&[r.kind()]).inc();
-                Err(match r {
-                    Refusal::NoLease => IssueError::NoLease(self.lease_reason()),
-                    r => r.into(),
-                })
+        if regressed {
+            let before = self.regressions.fetch_max(seen, Ordering::AcqRel);
+            if seen > before {
+                self.note_regressions(seen - before);
             }
         }
+        (outcome, now_ns)
     }
 
     /// Counts a tick whose sequence ran out, once per tick, and logs it — at most one line a

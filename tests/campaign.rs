@@ -115,6 +115,22 @@ fn etcd_campaign_with_a_fixed_seed_passes() {
     passes(&["--seed", "7", "--duration", "60s", "--store", "etcd"]);
 }
 
+/// Two slots per sidecar (`--slots 2`): sixteen leases for eight slots, each sidecar issuing
+/// under several slots and losing them one at a time.
+#[test]
+fn a_campaign_with_two_slots_per_sidecar_passes() {
+    passes(&[
+        "--seed",
+        "7",
+        "--duration",
+        "45s",
+        "--slots",
+        "2",
+        "--pool-size",
+        "8",
+    ]);
+}
+
 #[test]
 fn a_successor_that_ignores_the_mark_is_caught_with_etcd() {
     catches("skip-mark-wait", &["--store", "etcd"]);

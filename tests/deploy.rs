@@ -24,7 +24,8 @@ fn manifests_validate_against_kubernetes_1_29_and_the_newest_schemas() {
         cmd.arg(k8s.join("deployment.yaml"))
             .arg(k8s.join("zookeeper.yaml"))
             .arg(k8s.join("etcd/deployment.yaml"))
-            .arg(k8s.join("etcd/etcd.yaml"));
+            .arg(k8s.join("etcd/etcd.yaml"))
+            .arg(k8s.join("statefulset/statefulset.yaml"));
         let (ok, out) = run_tool(&mut cmd, LIMIT);
         assert!(ok, "kubernetes-validate {version:?}:\n{out}");
         for resource in [
@@ -35,6 +36,8 @@ fn manifests_validate_against_kubernetes_1_29_and_the_newest_schemas() {
             "statefulset/etcd",
             "service/etcd-hs",
             "poddisruptionbudget/etcd",
+            "statefulset/idcar-ordinal",
+            "service/idcar-ordinal",
         ] {
             assert!(
                 out.contains(&format!("passed for resource {resource}")),

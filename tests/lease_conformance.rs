@@ -396,6 +396,7 @@ fn protocol(clock: Arc<dyn Clock>) -> (Protocol, watch::Receiver<LeaseState>) {
         },
         tx,
         planted: Default::default(),
+        part: Default::default(),
     };
     (p, rx)
 }

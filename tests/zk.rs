@@ -55,7 +55,7 @@ async fn claim_serve_release_and_successor_waits_almost_nothing() {
     // horizon ahead of what was issued — in the JSON and in the text report.
     let shown = p["held"][0]["mark"].as_u64();
     let shown = shown.unwrap_or_else(|| panic!("a mark, not null: {p}"));
-    let stored = zk_mark(&zk, 4, 0);
+    let stored = zk.lable64_mark(4, 0);
     assert!(
         shown > highest && shown <= stored,
         "{shown} vs {stored}, {highest}"
@@ -74,7 +74,7 @@ async fn claim_serve_release_and_successor_waits_almost_nothing() {
         p["held"].as_array().unwrap().is_empty(),
         "slot released: {p}"
     );
-    let mark_after = zk_mark(&zk, 4, 0);
+    let mark_after = zk.lable64_mark(4, 0);
     assert_eq!(
         mark_after, highest,
         "mark written down to the highest issued timestamp"
@@ -91,28 +91,6 @@ async fn claim_serve_release_and_successor_waits_almost_nothing() {
     assert!(second.iter().all(|id| ts(*id) > highest));
     assert_unique(&[first, second].concat());
     b.stop_ok().await;
-}
-
-fn zk_mark(zk: &Zk, cluster: u8, slot: u32) -> u64 {
-    // The pool report shows marks of held slots only; read a free slot's mark by holding it
-    // would change it, so ask ZooKeeper directly through the library.
-    let connect = zk.connect();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    std::thread::spawn(move || {
-        rt.block_on(async {
-            let c = common::zk::client(&connect).await;
-            let (d, _) = c
-                .get_data(&format!("/idcar/lable64/{cluster}/marks/{slot}"))
-                .await
-                .unwrap();
-            idcar::lease::zk::tree::parse_mark(&d).expect("a mark")
-        })
-    })
-    .join()
-    .unwrap()
 }
 
 /// 65 contenders for 64 slots: 64 hold distinct slots, the 65th is not ready, is visible in

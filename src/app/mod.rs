@@ -141,9 +141,12 @@ fn decode(cfg: DecodeConfig) -> anyhow::Result<ExitCode> {
             UsageError(format!("cannot decode: {e}; {hint}"))
         })?,
     };
-    let fields = layout
+    let mut fields = layout
         .decode(&raw)
         .map_err(|e| UsageError(format!("cannot decode {text:?}: {e}")))?;
+    // When the layout (with these parameters) runs out of time: no ID is issued after it.
+    let end = layout::end_date(&layout.scheme());
+    fields.insert("layout_ends".into(), end.into());
     if cfg.json {
         println!("{}", serde_json::Value::Object(fields));
     } else {

@@ -8,7 +8,7 @@ use crate::lease::etcd::{self, EtcdConfig};
 use crate::lease::local::{self, LocalConfig};
 use crate::lease::runtime::LeaseRuntime;
 use crate::lease::zk::{self, ZkConfig};
-use crate::lease::{LeaseHandle, LeaseState};
+use crate::lease::{Leases, Part};
 use crate::metrics::Metrics;
 use crate::server::{self, socket::SocketFile};
 use crate::service::Service;
@@ -107,6 +107,44 @@ fn clock(cfg: &ServeConfig) -> Arc<dyn Clock> {
     }
 }
 
+/// The layout's end of life (see docs/layouts.md): a refusal to start when less than the
+/// lease horizon is left of its time field (no lease could be written), a warning when less
+/// than a year is left.
+fn check_layout_end(cfg: &ServeConfig, clock: &dyn Clock) -> anyhow::Result<()> {
+    const YEAR: f64 = 365.0 * 86_400.0;
+    let scheme = cfg.layout.scheme();
+    let left = crate::layout::seconds_left(&scheme, clock.now_unix_ns());
+    let end = crate::layout::end_date(&scheme);
+    let name = cfg.layout.name();
+    let what_to_do = match name {
+        "si53" => {
+            "a later --base-clock/IDCAR_BASE_CLOCK starts a new ID space (IDs from different base \
+             clocks can collide: move every instance and the consumers together), or move to a \
+             layout that lasts longer"
+        }
+        _ => "move to a layout that lasts longer (docs/layouts.md lists each layout's end)",
+    };
+    let horizon = cfg.timings.horizon.as_secs_f64();
+    if left < horizon {
+        return Err(UsageError(format!(
+            "layout {name} runs out of time at {end} ({left:.0}s from now by this host's clock), \
+             less than the lease horizon ({horizon}s): no ID could be issued. {what_to_do}"
+        ))
+        .into());
+    }
+    if left < YEAR {
+        let days = (left / 86_400.0).floor();
+        tracing::warn!(
+            layout = name,
+            ends = %end,
+            days_left = days,
+            "layout {name} runs out of time at {end}, in {days} days: after that idcar issues \
+             no IDs and refuses to start; {what_to_do}"
+        );
+    }
+    Ok(())
+}
+
 /// The listeners, bound before the lease is taken: a start that fails on a busy socket or
 /// port must not have written a time mark.
 struct Bound {
@@ -134,14 +172,15 @@ async fn bind(cfg: &ServeConfig) -> anyhow::Result<Bound> {
     })
 }
 
-/// Starts the static or ZooKeeper lease (on the caller's runtime: the lease thread's).
-fn start_lease(
+/// Starts the static lease, or one ZooKeeper or etcd lease per slot held at once (on the
+/// caller's runtime: the lease thread's).
+fn start_leases(
     cfg: &ServeConfig,
     clock: Arc<dyn Clock>,
     metrics: Arc<Metrics>,
-) -> anyhow::Result<LeaseHandle> {
+) -> anyhow::Result<Leases> {
     let scheme = cfg.layout.scheme();
-    Ok(match &cfg.lease {
+    Ok(Leases::new(match &cfg.lease {
         LeaseSource::Static { slot, state_file } => local::start(
             LocalConfig {
                 state_file: state_file.clone(),
@@ -154,45 +193,56 @@ fn start_lease(
             clock,
             metrics,
         )
+        .map(|l| vec![l])
         .context("cannot take the static lease")?,
-        LeaseSource::Zk(z) => zk::start(
-            ZkConfig {
-                connect: z.conn.connect.clone(),
-                root: z.conn.root.clone(),
-                layout: cfg.layout.name(),
-                cluster: cfg.cluster,
-                pool_size: z.pool_size,
-                prefer: z.prefer,
-                session_timeout: z.conn.session_timeout,
-                timing: cfg.timings,
-                access: z.conn.access.clone(),
-                pod: z.pod.clone(),
-                pool_params: cfg.params.clone(),
-                planted: cfg.planted,
-            },
-            scheme,
-            clock,
-            metrics,
-        ),
-        LeaseSource::Etcd(e) => etcd::start(
-            EtcdConfig {
-                access: e.conn.access.clone(),
-                prefix: e.conn.prefix.clone(),
-                layout: cfg.layout.name(),
-                cluster: cfg.cluster,
-                pool_size: e.pool_size,
-                prefer: e.prefer,
-                ttl: e.conn.ttl,
-                timing: cfg.timings,
-                pod: e.pod.clone(),
-                pool_params: cfg.params.clone(),
-                planted: cfg.planted,
-            },
-            scheme,
-            clock,
-            metrics,
-        ),
-    })
+        LeaseSource::Zk(z) => Part::all(z.slots)
+            .map(|part| {
+                zk::start(
+                    ZkConfig {
+                        connect: z.conn.connect.clone(),
+                        root: z.conn.root.clone(),
+                        layout: cfg.layout.name(),
+                        cluster: cfg.cluster,
+                        pool_size: z.pool_size,
+                        prefer: part.prefer(z.prefer, z.pool_size),
+                        session_timeout: z.conn.session_timeout,
+                        timing: cfg.timings,
+                        access: z.conn.access.clone(),
+                        pod: z.pod.clone(),
+                        pool_params: cfg.params.clone(),
+                        planted: cfg.planted,
+                        part,
+                    },
+                    scheme,
+                    clock.clone(),
+                    metrics.clone(),
+                )
+            })
+            .collect(),
+        LeaseSource::Etcd(e) => Part::all(e.slots)
+            .map(|part| {
+                etcd::start(
+                    EtcdConfig {
+                        access: e.conn.access.clone(),
+                        prefix: e.conn.prefix.clone(),
+                        layout: cfg.layout.name(),
+                        cluster: cfg.cluster,
+                        pool_size: e.pool_size,
+                        prefer: part.prefer(e.prefer, e.pool_size),
+                        ttl: e.conn.ttl,
+                        timing: cfg.timings,
+                        pod: e.pod.clone(),
+                        pool_params: cfg.params.clone(),
+                        planted: cfg.planted,
+                        part,
+                    },
+                    scheme,
+                    clock.clone(),
+                    metrics.clone(),
+                )
+            })
+            .collect(),
+    }))
 }
 
 fn log_serving(cfg: &ServeConfig, bound: &Bound) {
@@ -206,8 +256,8 @@ fn log_serving(cfg: &ServeConfig, bound: &Bound) {
         cluster = cfg.cluster,
         lease = %match &cfg.lease {
             LeaseSource::Static { slot, .. } => format!("static slot {slot}"),
-            LeaseSource::Zk(z) => format!("zookeeper {} (pool of {})", z.conn.connect, z.pool_size),
-            LeaseSource::Etcd(e) => format!("etcd {} (pool of {})", e.conn.access.endpoints.join(","), e.pool_size),
+            LeaseSource::Zk(z) => format!("zookeeper {} (pool of {}, {} slot(s) at once)", z.conn.connect, z.pool_size, z.slots),
+            LeaseSource::Etcd(e) => format!("etcd {} (pool of {}, {} slot(s) at once)", e.conn.access.endpoints.join(","), e.pool_size, e.slots),
         },
         "idcar serving"
     );
@@ -220,15 +270,16 @@ pub async fn serve(mut cfg: ServeConfig) -> anyhow::Result<()> {
     watch_signals(shutdown.clone(), cfg.socket.clone())?;
     let metrics = Arc::new(Metrics::new(cfg.layout.name(), cfg.cluster));
     let clock = clock(&cfg);
+    check_layout_end(&cfg, &*clock)?;
     let bound = bind(&cfg).await?;
     // The lease and the task that installs its changes run on their own thread.
     let lease_rt = LeaseRuntime::start().context("cannot start the lease thread")?;
     let entered = lease_rt.handle().enter();
     let lease =
-        start_lease(&cfg, clock.clone(), metrics.clone()).inspect_err(|_| bound.file.remove())?;
+        start_leases(&cfg, clock.clone(), metrics.clone()).inspect_err(|_| bound.file.remove())?;
     log_serving(&cfg, &bound);
     let stalled = metrics.clock_stalled.clone();
-    let svc = Service::new(
+    let svc = Service::with_leases(
         cfg.layout,
         clock.clone(),
         metrics,
@@ -292,20 +343,16 @@ pub async fn serve(mut cfg: ServeConfig) -> anyhow::Result<()> {
 /// readiness turns false at once and the socket server drains; it has stopped on return.
 /// Also returns when stopping began: the release gets what is left of the grace period.
 async fn run_until_stop(
-    lease: &LeaseHandle,
+    lease: &Leases,
     svc: &Service,
     mut unix: JoinHandle<()>,
     shutdown: &CancellationToken,
 ) -> (Option<String>, std::time::Instant) {
-    let mut lease_state = lease.subscribe();
     let mut unix_done = false;
     let failure = tokio::select! {
         biased;
         _ = shutdown.cancelled() => None,
-        r = lease_state.wait_for(|s| matches!(s, LeaseState::Failed { .. })) => {
-            let why = r.map(|s| s.reason().unwrap_or_default().to_string()).unwrap_or_default();
-            Some(format!("lease failed: {why}"))
-        }
+        why = lease.failed() => Some(format!("lease failed: {why}")),
         r = &mut unix => {
             unix_done = true;
             // It also ends, normally, right after a shutdown request.

@@ -160,3 +160,88 @@ fn the_digest_credential_never_shows_in_debug_output() {
     let c = ServeConfig::from_args(&a, 0).unwrap();
     assert!(!format!("{c:?}").contains("s3cret"));
 }
+
+#[test]
+fn slots_and_the_ordinal_preference_are_checked() {
+    let zk = ["--zk", "h:1"];
+    let slots = |extra: &[&str]| match parse(&[&zk[..], extra].concat()).map(|c| c.lease) {
+        Ok(LeaseSource::Zk(z)) => Ok((z.slots, z.prefer)),
+        Ok(other) => panic!("{other:?}"),
+        Err(e) => Err(e.0),
+    };
+    assert_eq!(slots(&[]), Ok((1, None)));
+    assert_eq!(
+        slots(&["--slots", "4", "--generator-id", "8"]),
+        Ok((4, Some(8)))
+    );
+    for bad in [
+        &["--slots", "0"][..],
+        &["--slots", "17"],
+        &["--slots", "5", "--pool-size", "4"],
+    ] {
+        let e = slots(bad).unwrap_err();
+        assert!(e.contains("--slots must be between 1 and"), "{bad:?}: {e}");
+    }
+    let e = parse(&["--slots", "2"]).unwrap_err().0;
+    assert!(e.contains("--slots needs --zk or --etcd"), "{e}");
+    let e = parse(&["--prefer-ordinal", "--pod-name", "ids-2"])
+        .unwrap_err()
+        .0;
+    assert!(e.contains("--prefer-ordinal needs --zk or --etcd"), "{e}");
+    // The ordinal from --pod-index, else from the pod name; times --slots.
+    let ord = |extra: &[&str]| slots(&[&["--prefer-ordinal"][..], extra].concat());
+    assert_eq!(
+        ord(&["--pod-index", "3", "--pod-name", "x-9"]),
+        Ok((1, Some(3)))
+    );
+    assert_eq!(
+        ord(&["--pod-name", "ids-5", "--slots", "2"]),
+        Ok((2, Some(10)))
+    );
+    // An empty --pod-index (the label missing before Kubernetes 1.28) falls back to the name.
+    assert_eq!(
+        ord(&["--pod-index", "", "--pod-name", "ids-4"]),
+        Ok((1, Some(4)))
+    );
+    let e = ord(&["--pod-index", "three"]).unwrap_err();
+    assert!(e.contains("--pod-index/IDCAR_POD_INDEX"), "{e}");
+    // Outside the pool: no preference (any free slot), not an error.
+    assert_eq!(ord(&["--pod-name", "ids-70"]), Ok((1, None)));
+    assert_eq!(
+        ord(&["--pod-name", "ids-31", "--slots", "2", "--pool-size", "63"]),
+        Ok((2, None))
+    );
+    assert_eq!(
+        ord(&["--pod-name", "ids-4294967295", "--slots", "16"]),
+        Ok((16, None))
+    );
+    for name in ["ids", "ids-", "ids-x1", "3"] {
+        let e = ord(&["--pod-name", name]).unwrap_err();
+        assert!(e.contains("--prefer-ordinal: no ordinal"), "{name}: {e}");
+    }
+    // A preference, never with a static slot besides.
+    let argv = [
+        "idcar",
+        "serve",
+        "--zk",
+        "h:1",
+        "--prefer-ordinal",
+        "--generator-id",
+        "1",
+    ];
+    assert!(Cli::try_parse_from(argv).is_err());
+}
+
+#[test]
+fn the_layout_help_gives_each_layout_end_at_its_default_parameters() {
+    use clap::CommandFactory;
+    let mut cmd = Cli::command();
+    let serve = cmd.find_subcommand_mut("serve").unwrap();
+    let help = serve.render_long_help().to_string();
+    let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    for e in crate::layout::LAYOUTS {
+        let l = (e.build)(&crate::layout::LayoutParams::default()).unwrap();
+        let end = crate::layout::end_date(&l.scheme());
+        assert!(help.contains(&end), "{}: {end} not in\n{help}", e.name);
+    }
+}

@@ -401,3 +401,13 @@ pub(crate) fn rfc3339_millis(unix_ns: u64) -> String {
     let t = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(unix_ns);
     humantime::format_rfc3339_millis(t).to_string()
 }
+
+/// Seconds from `now_unix_ns` until `scheme`'s time field runs out (negative once it has).
+pub fn seconds_left(scheme: &Scheme, now_unix_ns: u64) -> f64 {
+    (i128::from(scheme.end_unix_ns()) - i128::from(now_unix_ns)) as f64 / 1e9
+}
+
+/// When `scheme`'s time field runs out, as RFC 3339 text (to the millisecond).
+pub fn end_date(scheme: &Scheme) -> String {
+    rfc3339_millis(scheme.end_unix_ns())
+}

@@ -50,6 +50,12 @@ impl Scheme {
         std::time::Duration::from_nanos(past.saturating_sub(now_unix_ns))
     }
 
+    /// When the time field runs out: the start of the first tick it cannot hold, in
+    /// nanoseconds since the Unix epoch (saturating). No ID can be issued from then on.
+    pub fn end_unix_ns(&self) -> u64 {
+        self.tick_start_ns(self.max_tick.saturating_add(1))
+    }
+
     /// IDs one slot can issue per tick.
     pub fn ids_per_tick(&self) -> u64 {
         u64::from(self.seq_max - self.seq_min) + 1

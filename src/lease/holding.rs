@@ -5,9 +5,9 @@
 
 use super::protocol::{self, Claim, MarkStore, Outcome, Protocol, Stored};
 use super::stop::{Interrupted, Stop};
-use super::LeaseError;
+use super::zk::tree::Owner;
+use super::{LeaseError, Part};
 use crate::retry::Backoff;
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
@@ -47,8 +47,23 @@ impl End {
 pub(crate) enum ClaimFailed {
     /// A passing fault (a connection lost, a leader election): tried again after a backoff.
     Retry(String),
+    /// Every slot is held and another part of the instance holds one: this spare part gave
+    /// its place in the queue up (see [`exhausted`]) and tries again after a pause.
+    GaveWay,
     /// The session is over, or the store refused us, or nothing can mend it.
     End(End),
+}
+
+/// How a store's claim fails: the store's error, or a spare part giving way.
+pub(crate) enum ClaimError<E> {
+    Store(E),
+    GaveWay,
+}
+
+impl<E> From<E> for ClaimError<E> {
+    fn from(e: E) -> ClaimError<E> {
+        ClaimError::Store(e)
+    }
 }
 
 /// What crosses from one session to the next.
@@ -58,9 +73,16 @@ pub(crate) struct Across {
     pub prefer: Option<u32>,
     /// Bumped at each lease published, so the generator tells one lease from the next.
     pub generation: u64,
-    /// The highest mark this process wrote per slot whose lease was lost to a foreign
-    /// write: a new claim of that slot starts above it.
-    pub written: BTreeMap<u32, u64>,
+}
+
+impl Across {
+    /// Before the first session: `prefer` first, generations counted from the part's own.
+    pub(crate) fn new(prefer: Option<u32>, part: &super::Part) -> Across {
+        Across {
+            prefer,
+            generation: part.first_generation(),
+        }
+    }
 }
 
 /// A slot just claimed and its mark as read.
@@ -91,19 +113,23 @@ pub(crate) async fn serve<S: Slots>(slots: &mut S, stop: &mut Stop, across: &mut
     loop {
         let claim = match take(slots, stop, across).await {
             Ok(c) => c,
-            Err(end) => return end,
+            Err(end) => {
+                // A claim dropped after it took a slot (the session ended) holds nothing now.
+                slots.proto().part.set_holding(false);
+                return end;
+            }
         };
         across.prefer = Some(claim.slot);
         let outcome = {
             let (p, store) = (slots.proto(), slots.store());
-            protocol::hold(p, store, claim, stop, &mut across.generation).await
+            p.part.set_holding(true);
+            let outcome = protocol::hold(p, store, claim, stop, &mut across.generation).await;
+            p.part.set_holding(false);
+            outcome
         };
         match outcome {
             Outcome::Released | Outcome::ReleaseFailed(_) => return End::Released,
-            Outcome::Stolen { slot, mark } => {
-                let w = across.written.entry(slot).or_default();
-                *w = (*w).max(mark);
-            }
+            Outcome::Stolen { slot, mark } => slots.proto().part.written.raise(slot, mark),
             Outcome::SessionGone { reason, holding } => {
                 return End::SessionGone { reason, holding }
             }
@@ -151,6 +177,19 @@ async fn take<S: Slots>(
                 }
                 continue;
             }
+            Ok(Err(ClaimFailed::GaveWay)) => {
+                let p = slots.proto();
+                p.pending(format!(
+                    "{} of {} slots held; the pool's slots go to instances holding none first",
+                    p.part.holding_count(),
+                    p.part.of
+                ));
+                let pause = rand::random_range(SPARE_PAUSE_MS);
+                if let Err(i) = stop.sleep(Duration::from_millis(pause)).await {
+                    return Err(End::interrupted(i, "while claiming"));
+                }
+                continue;
+            }
             Ok(Err(ClaimFailed::End(end))) => return Err(end),
             Err(i) => return Err(End::interrupted(i, "while claiming")),
         };
@@ -165,23 +204,127 @@ async fn take<S: Slots>(
             "slot claimed"
         );
         let mut claim = Claim::new(p, slot, stored);
-        if let Some(&w) = across.written.get(&slot) {
+        if let Some(w) = p.part.written.get(slot) {
             claim.raise_floor(w);
         }
         return Ok(claim);
     }
 }
 
+/// Waits at the head of the queue of an exhausted pool for `change` (the store's word that
+/// the held slots changed) — or until another part of the instance takes a slot: this one is
+/// then a spare and must give way (the caller looks again and [`exhausted`] says so).
+pub(crate) async fn wait_exhausted(p: &Protocol, change: impl Future<Output = ()>) {
+    tokio::select! {
+        () = change => {}
+        () = p.part.became_spare() => {}
+    }
+}
+
+/// Whether this part, at the head of the queue with `free` slots free, takes one: always,
+/// unless it is a spare (another part of its instance holds a slot) and the instances queued
+/// behind it that hold none (`behind`: the queue's owner records; spares say so, and an
+/// instance's several records count once) would be left without one — then it gives way
+/// ([`ClaimFailed::GaveWay`]). Other spares, its own instance's included, do not count: hot
+/// instances never yield to each other while slots are free.
+pub(crate) fn spare_may_take(part: &Part, free: usize, behind: &[Option<Owner>]) -> bool {
+    if !part.is_spare() {
+        return true;
+    }
+    let mut hungry: Vec<Option<&str>> = Vec::new();
+    let ours = Some(&*part.process);
+    for o in behind {
+        match o {
+            Some(o) if o.spare == Some(true) || o.process.as_deref() == ours => {}
+            Some(o) if o.process.is_some() => {
+                let p = o.process.as_deref();
+                if !hungry.contains(&p) {
+                    hungry.push(p);
+                }
+            }
+            // One slot each: an instance of one slot, or a record we cannot read.
+            _ => hungry.push(None),
+        }
+    }
+    free > hungry.len()
+}
+
+/// Whether the owner record a part queued with says it is a spare.
+pub(crate) fn queued_as_spare(owner: &[u8]) -> bool {
+    super::zk::tree::parse_owner(owner).is_some_and(|o| o.spare == Some(true))
+}
+
+/// Whether a surplus part ([`Part::is_surplus`]) gives its slot back to the contender at the
+/// head of the queue of an exhausted pool: when that one holds none (it is not a spare) and
+/// is another instance (`head`: its owner record, `None` if unreadable).
+pub(crate) fn gives_back(part: &Part, head: Option<&Owner>) -> bool {
+    let hungry =
+        head.is_none_or(|o| o.spare != Some(true) && o.process.as_deref() != Some(&*part.process));
+    part.is_surplus() && hungry
+}
+
+/// How often a surplus part looks for an instance holding none at the head of the queue
+/// (ms, drawn from this range at each look, so that two hot instances seldom look at once).
+pub(crate) const GIVE_BACK_CHECK_MS: std::ops::Range<u64> = 1_500..2_500;
+
+/// What a surplus part's look at the pool found: the head of the queue (its key or node
+/// name) when the pool is exhausted and that head holds none; a slot is given back only when
+/// the same head is found on two looks in a row (one hungry waiter, one slot).
+pub(crate) fn give_back_now(
+    part: &Part,
+    exhausted: bool,
+    head: Option<(String, Option<Owner>)>,
+    seen: &mut Option<String>,
+) -> bool {
+    let hungry = match head {
+        Some((key, owner)) if exhausted && gives_back(part, owner.as_ref()) => Some(key),
+        _ => None,
+    };
+    let again = hungry.is_some() && hungry == *seen;
+    *seen = hungry;
+    // Looked at again just before: a sibling may have lost its slot meanwhile.
+    again && part.is_surplus()
+}
+
+/// How long a spare part waits before it tries again for a slot of an exhausted pool (ms).
+const SPARE_PAUSE_MS: std::ops::Range<u64> = 1_000..3_000;
+
+/// Every slot of the pool is held: what the claimant does.
+#[must_use]
+pub(crate) enum Exhausted {
+    /// Wait at the head of the queue for a slot to free.
+    Wait,
+    /// Give the place up ([`ClaimFailed::GaveWay`]): this part is a spare.
+    GiveWay,
+}
+
 /// Says that every slot of a pool of `pool` is held: the metric and the lease state always,
-/// the log once a claim (`reported`).
-pub(crate) fn exhausted(p: &Protocol, pool: u32, reported: &mut bool) {
-    p.metrics.pool_exhausted.set(1);
+/// the log once a claim (`reported`). A spare part (another part of its instance holds a
+/// slot) gives way instead: an instance holding none must not queue behind an instance that
+/// wants more (a rolling restart in a full pool would stall): a spare never waits at the
+/// head of an exhausted pool's queue (and see [`spare_may_take`] for free slots).
+///
+/// A part whose queue record says otherwise than it is now (`queued_as_spare`: it queued as a
+/// spare and its sibling has lost its slot since) gives way too, to queue again with a record
+/// that says what it is: instances holding several slots give one back to a waiter that holds
+/// none, and read that from the record.
+pub(crate) fn exhausted(
+    p: &Protocol,
+    pool: u32,
+    reported: &mut bool,
+    queued_as_spare: bool,
+) -> Exhausted {
+    if p.part.is_spare() || queued_as_spare {
+        return Exhausted::GiveWay;
+    }
+    p.metrics.set_pool_exhausted(p.part.index, true);
     if !std::mem::replace(reported, true) {
         tracing::warn!(pool, "pool exhausted; waiting for a slot to free");
     }
     p.pending(format!(
         "pool exhausted: all {pool} slots are held; waiting for one to free"
     ));
+    Exhausted::Wait
 }
 
 /// A random slot of a pool of `pool` to probe, avoiding `skip` (a few tries).

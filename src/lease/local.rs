@@ -159,7 +159,15 @@ pub fn start(
 ) -> Result<LeaseHandle, LeaseError> {
     let store = FileMarks::open(&cfg.state_file, &cfg.key)?;
     let stored = store.read_now()?;
-    let (p, rx) = Protocol::new(scheme, clock, metrics, cfg.timing, cfg.planted, "starting");
+    let (p, rx) = Protocol::new(
+        scheme,
+        clock,
+        metrics,
+        cfg.timing,
+        cfg.planted,
+        super::Part::default(),
+        "starting",
+    );
     if let Err(ahead) = protocol::clock_wait(&p, stored.mark) {
         return Err(clock_behind(&cfg, ahead));
     }

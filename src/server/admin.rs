@@ -14,10 +14,7 @@ pub async fn handle<B>(
 ) -> Result<Response<Full<Bytes>>, std::convert::Infallible> {
     let (status, ctype, body) = match req.uri().path() {
         "/metrics" => {
-            let m = svc.metrics();
-            m.lease.remaining_seconds.set(svc.lease_remaining());
-            // Held means "can issue now", as /readyz says, not merely "a lease was published".
-            m.lease.held.set(i64::from(svc.ready().is_ok()));
+            svc.refresh_gauges();
             (
                 StatusCode::OK,
                 "text/plain; version=0.0.4; charset=utf-8",

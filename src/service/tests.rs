@@ -89,10 +89,10 @@ async fn issues_and_refuses_as_the_lease_says() {
     );
     assert_eq!(
         svc.close(),
-        Some(Issued {
+        vec![Some(Issued {
             slot: 5,
             tick: 1_000
-        })
+        })]
     );
 }
 
@@ -217,10 +217,10 @@ mod sno80 {
         assert_eq!(svc.metrics().clock_regressions.get(), 1);
         assert_eq!(
             svc.close(),
-            Some(Issued {
+            vec![Some(Issued {
                 slot: 42,
                 tick: 1_000
-            }),
+            })],
             "the mark written down covers both timelines"
         );
     }

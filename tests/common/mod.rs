@@ -80,6 +80,11 @@ impl Idcar {
         Self::launch_as(tempfile::tempdir().unwrap(), extra, None, true).await
     }
 
+    /// [`Idcar::start_or_exit`] through `bash -c '<shell>; exec idcar serve ...'`.
+    pub async fn start_or_exit_under(shell: &str, extra: &[&str]) -> Idcar {
+        Self::launch_as(tempfile::tempdir().unwrap(), extra, Some(shell), true).await
+    }
+
     async fn launch(dir: tempfile::TempDir, extra: &[&str], shell: Option<&str>) -> Idcar {
         Self::launch_as(dir, extra, shell, false).await
     }

@@ -223,6 +223,28 @@ impl Zk {
         client(&self.connect()).await
     }
 
+    /// The stored lable64 mark of `slot` in `cluster`, read directly (the pool report shows
+    /// held slots' marks only, and holding a slot to read it would change it).
+    pub fn lable64_mark(&self, cluster: u8, slot: u32) -> u64 {
+        let connect = self.connect();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        std::thread::spawn(move || {
+            rt.block_on(async {
+                let c = client(&connect).await;
+                let (d, _) = c
+                    .get_data(&format!("/idcar/lable64/{cluster}/marks/{slot}"))
+                    .await
+                    .unwrap();
+                idcar::lease::zk::tree::parse_mark(&d).expect("a mark")
+            })
+        })
+        .join()
+        .unwrap()
+    }
+
     pub fn kill(&mut self, i: usize) {
         self.signal(i, Signal::SIGKILL);
         if let Some(pid) = self.servers[i].pid.take() {

@@ -677,7 +677,10 @@ fn bounds(
             .iter()
             .find(|i| i.sidecar == h.sidecar && i.number == h.incarnation)
             .and_then(|i| i.ended_ns);
-        if disturbed(h.sidecar, t) || inc_end.is_some_and(|e| e <= t + STAMP_SLACK_NS) {
+        // With --slots, a slot given back to a sidecar holding none is a hand-over, not a loss.
+        let gave_back = h.stopped_because.as_deref() == Some(idcar::lease::GAVE_BACK);
+        if gave_back || disturbed(h.sidecar, t) || inc_end.is_some_and(|e| e <= t + STAMP_SLACK_NS)
+        {
             continue;
         }
         v.violations.push(Violation {
@@ -874,6 +877,23 @@ mod tests {
         );
         let kill = fault(Kind::Stop, 1, T0 + 15 * MS, T0 + 3 * S);
         assert!(judge(&ops, &ids, &holds, &[kill]).violations.is_empty());
+    }
+
+    #[test]
+    fn an_untouched_holder_stopping_is_flagged_unless_it_gave_the_slot_back() {
+        let (ops, ids, mut holds) = clean();
+        // Sidecar 1 holds a second slot and stops issuing it with no fault near.
+        let mut extra = hold(1, 3, T0 / MS - 5_000, T0 - S, Some(T0 + 2 * S));
+        extra.stopped_because = Some("slot 3 lost: node not exists".into());
+        holds.push(extra.clone());
+        assert_eq!(
+            checks(&judge(&ops, &ids, &holds, &[])),
+            ["bounded: a holder no fault touches keeps its lease"]
+        );
+        // Given back to a sidecar holding none (--slots): a hand-over, not a loss.
+        extra.stopped_because = Some(idcar::lease::GAVE_BACK.into());
+        *holds.last_mut().unwrap() = extra;
+        assert!(judge(&ops, &ids, &holds, &[]).violations.is_empty());
     }
 
     #[test]

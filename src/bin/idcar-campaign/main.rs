@@ -54,6 +54,9 @@ pub struct Args {
     /// Slots in the pool (fewer than sidecars, so some always wait in the queue).
     #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u32).range(1..=64))]
     pool_size: u32,
+    /// Slots each sidecar holds at once (`idcar serve --slots`).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=8))]
+    slots: u32,
     /// The ID layout (default parameters).
     #[arg(long, default_value = "lable64")]
     layout: String,
@@ -195,7 +198,10 @@ fn which(tool: &str) -> Option<PathBuf> {
 fn run(args: Args) -> Result<bool> {
     let seed = args.seed.unwrap_or_else(rand::random);
     println!("campaign: seed {seed} (replay with --seed {seed})");
-    if args.pool_size >= args.sidecars {
+    if args.slots > args.pool_size {
+        anyhow::bail!("--slots must be at most --pool-size");
+    }
+    if args.pool_size >= args.sidecars * args.slots {
         eprintln!("campaign: note: --pool-size >= --sidecars, so no sidecar waits in the queue");
     }
     let kinds = if args.faults.is_empty() {
@@ -253,6 +259,8 @@ fn run(args: Args) -> Result<bool> {
         &zk.connect(),
         "--pool-size",
         &args.pool_size.to_string(),
+        "--slots",
+        &args.slots.to_string(),
         "--layout",
         &args.layout,
         "--cluster-id",

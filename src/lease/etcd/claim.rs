@@ -24,8 +24,11 @@ use super::pb::etcdserverpb as rpc;
 use super::pb::etcdserverpb::compare::{CompareTarget, TargetUnion};
 use super::pb::etcdserverpb::range_request::{SortOrder, SortTarget};
 use super::Negotiator;
-use crate::lease::holding::{exhausted, random_slot};
+use crate::lease::holding::{
+    exhausted, queued_as_spare, random_slot, spare_may_take, wait_exhausted, ClaimError, Exhausted,
+};
 use crate::lease::protocol::Stored;
+use crate::lease::zk::tree::{parse_owner, Owner};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -69,21 +72,29 @@ pub(crate) async fn claim(
     store: &EtcdMarks,
     prefer: Option<u32>,
     history: &mut ClaimHistory,
-) -> Result<Taken, EtcdError> {
+) -> Result<Taken, ClaimError<EtcdError>> {
     let owner = neg.owner(store.lease);
     if neg.cfg.pool_size > PROBE_ABOVE {
         let r = probe_slot(neg, store, prefer, &owner, history).await;
-        neg.proto.metrics.pool_exhausted.set(0);
+        neg.proto
+            .metrics
+            .set_pool_exhausted(neg.proto.part.index, false);
         return r;
     }
     let me = format!("{}/{:016x}", neg.paths.queue(), store.lease);
     let result = async {
         let place = enqueue(store, &me, &owner).await?;
         wait_for_turn(neg, store, &me, place).await?;
-        take_slot(neg, store, prefer, &owner, history).await
+        take_slot(neg, store, prefer, &owner, place, history).await
     }
     .await;
-    neg.proto.metrics.pool_exhausted.set(0);
+    neg.proto
+        .metrics
+        .set_pool_exhausted(neg.proto.part.index, false);
+    if result.is_ok() {
+        // Before the next of our parts can reach the head: it is a spare from now on.
+        neg.proto.part.set_holding(true);
+    }
     // Leave the queue whatever happened; a key left by a failed delete goes with the lease,
     // or is reused (keeping its place) by the next claim under it.
     let req = rpc::TxnRequest {
@@ -146,6 +157,23 @@ async fn wait_for_turn(
     }
 }
 
+/// The owner records of the queue keys created after ours (at `place`).
+async fn queued_behind(
+    neg: &Negotiator,
+    store: &EtcdMarks,
+    place: i64,
+) -> Result<Vec<Option<Owner>>, EtcdError> {
+    let q = prefix(&neg.paths.queue());
+    let req = rpc::RangeRequest {
+        key: q.as_bytes().to_vec(),
+        range_end: prefix_end(q.as_bytes()),
+        min_create_revision: place + 1,
+        ..Default::default()
+    };
+    let r = store.etcd.range("reading the queue", req).await?;
+    Ok(r.kvs.iter().map(|kv| parse_owner(&kv.value)).collect())
+}
+
 /// The slots held now (keys under `slots/`), after deleting our own leftovers; the revision
 /// read at.
 async fn held(neg: &Negotiator, store: &EtcdMarks) -> Result<(BTreeSet<u32>, i64), EtcdError> {
@@ -179,8 +207,9 @@ async fn take_slot(
     store: &EtcdMarks,
     prefer: Option<u32>,
     owner: &[u8],
+    place: i64,
     history: &mut ClaimHistory,
-) -> Result<Taken, EtcdError> {
+) -> Result<Taken, ClaimError<EtcdError>> {
     let pool = neg.cfg.pool_size;
     let mut reported = false;
     loop {
@@ -189,15 +218,26 @@ async fn take_slot(
             .filter(|n| !held.contains(n) && !history.skip.contains(n))
             .collect();
         if free.is_empty() {
-            exhausted(&neg.proto, neg.cfg.pool_size, &mut reported);
+            if let Exhausted::GiveWay =
+                exhausted(&neg.proto, pool, &mut reported, queued_as_spare(owner))
+            {
+                return Err(ClaimError::GaveWay);
+            }
             let s = prefix(&neg.paths.slots());
-            store
-                .etcd
-                .wait_change(s.as_bytes(), &prefix_end(s.as_bytes()), rev, RECHECK)
-                .await;
+            let end = prefix_end(s.as_bytes());
+            let change = store.etcd.wait_change(s.as_bytes(), &end, rev, RECHECK);
+            wait_exhausted(&neg.proto, change).await;
             continue;
         }
-        neg.proto.metrics.pool_exhausted.set(0);
+        neg.proto
+            .metrics
+            .set_pool_exhausted(neg.proto.part.index, false);
+        if neg.proto.part.is_spare() {
+            let behind = queued_behind(neg, store, place).await?;
+            if !spare_may_take(&neg.proto.part, free.len(), &behind) {
+                return Err(ClaimError::GaveWay);
+            }
+        }
         let slot = match prefer.filter(|p| free.contains(p)) {
             Some(p) => p,
             None => lowest_mark(neg, store, &free).await?,
@@ -269,7 +309,7 @@ async fn probe_slot(
     prefer: Option<u32>,
     owner: &[u8],
     history: &mut ClaimHistory,
-) -> Result<Taken, EtcdError> {
+) -> Result<Taken, ClaimError<EtcdError>> {
     use rand::Rng;
     let pool = neg.cfg.pool_size;
     if let Some(p) = prefer {
@@ -292,12 +332,15 @@ async fn probe_slot(
                 match free {
                     Some(s) => s,
                     None => {
-                        exhausted(&neg.proto, neg.cfg.pool_size, &mut reported);
+                        if let Exhausted::GiveWay =
+                            exhausted(&neg.proto, pool, &mut reported, queued_as_spare(owner))
+                        {
+                            return Err(ClaimError::GaveWay);
+                        }
                         let s = prefix(&neg.paths.slots());
-                        store
-                            .etcd
-                            .wait_change(s.as_bytes(), &prefix_end(s.as_bytes()), rev, RECHECK)
-                            .await;
+                        let end = prefix_end(s.as_bytes());
+                        let change = store.etcd.wait_change(s.as_bytes(), &end, rev, RECHECK);
+                        wait_exhausted(&neg.proto, change).await;
                         continue;
                     }
                 }
@@ -309,10 +352,7 @@ async fn probe_slot(
             Tried::Skipped => {}
         }
     }
-    Err(EtcdError::Unavailable(format!(
-        "no free slot found in {}",
-        neg.paths.slots()
-    )))
+    Err(EtcdError::Unavailable(format!("no free slot found in {}", neg.paths.slots())).into())
 }
 
 /// The free slot whose mark is lowest (a missing mark counts as 0); ties go to the lower slot.

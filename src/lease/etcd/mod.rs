@@ -61,6 +61,8 @@ pub struct EtcdConfig {
     pub pool_params: Vec<(String, String)>,
     /// Testing aid (cargo feature `fault-injection`): a deliberate bug for the campaign.
     pub planted: crate::lease::planted::PlantedBug,
+    /// Which of the instance's leases this is (`--slots`).
+    pub part: crate::lease::Part,
 }
 
 /// The bound of one etcd call: a lost member is given up on well within the lease's TTL
@@ -74,7 +76,7 @@ pub(crate) struct Negotiator {
     pub cfg: EtcdConfig,
     pub proto: Protocol,
     pub paths: Paths,
-    /// Random per process: shown in owner records.
+    /// Random per lease: shown in owner records.
     pub instance: String,
 }
 
@@ -85,6 +87,7 @@ impl Negotiator {
             format!("{lease:#x}"),
             &self.instance,
             self.cfg.pod.as_deref(),
+            &self.cfg.part,
             self.proto.clock.now_unix_ns() / 1_000_000,
         )
     }
@@ -102,7 +105,8 @@ pub fn start(
         "lease",
         kind = "etcd",
         layout = cfg.layout,
-        cluster = cfg.cluster
+        cluster = cfg.cluster,
+        part = cfg.part.index
     );
     let (proto, rx) = Protocol::new(
         scheme,
@@ -110,6 +114,7 @@ pub fn start(
         metrics,
         cfg.timing,
         cfg.planted,
+        cfg.part.clone(),
         "connecting to etcd",
     );
     let neg = Negotiator {

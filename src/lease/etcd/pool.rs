@@ -4,6 +4,7 @@
 use super::client::{prefix_end, Etcd, EtcdError};
 use super::pb::etcdserverpb as rpc;
 use super::pb::mvccpb::KeyValue;
+use crate::lease::holding::{give_back_now, GIVE_BACK_CHECK_MS};
 use crate::lease::zk::pool::{ClusterReport, SlotReport, Waiter};
 use crate::lease::zk::tree::{parse_mark, parse_owner, Paths};
 use crate::metrics::Metrics;
@@ -11,6 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 /// Follows `slots/` and `queue/` into the pool gauges, read every 5 s (keys only: as many
 /// as there are holders and waiters). Polled rather than watched: a watch per instance and
@@ -67,6 +69,51 @@ fn key_number(key: &[u8], prefix: &str) -> Option<u32> {
         .strip_prefix(prefix)?
         .parse()
         .ok()
+}
+
+/// With `--slots`: while this part is surplus, looks every 1.5-2.5 s for an instance holding
+/// none at the head of the queue of an exhausted pool (see [`give_back_now`]); then cancels
+/// `gave` (the lease loop revokes this etcd lease, so the slot key goes at once and the waiter
+/// takes the slot past its mark) and `ended` (stopping this lease's waits), and returns.
+pub(crate) async fn give_back_when_asked(
+    etcd: Etcd,
+    paths: Paths,
+    pool_size: u32,
+    part: crate::lease::Part,
+    gave: CancellationToken,
+    ended: CancellationToken,
+) {
+    let slots = format!("{}/", paths.slots());
+    let queue = format!("{}/", paths.queue());
+    let mut seen = None;
+    loop {
+        let pause = rand::random_range(GIVE_BACK_CHECK_MS);
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+        if !part.is_surplus() {
+            seen = None;
+            continue;
+        }
+        let Ok(waiting) = range_prefix(&etcd, &queue, false).await else {
+            continue;
+        };
+        // Sorted by create revision: the first is the head.
+        let head = waiting.first().map(|kv| {
+            let key = String::from_utf8_lossy(&kv.key).to_string();
+            (key, parse_owner(&kv.value))
+        });
+        let Ok(held) = range_prefix(&etcd, &slots, true).await else {
+            continue;
+        };
+        let held = held
+            .iter()
+            .filter(|kv| key_number(&kv.key, &slots).is_some_and(|n| n < pool_size))
+            .count();
+        if give_back_now(&part, held as u32 >= pool_size, head, &mut seen) {
+            gave.cancel();
+            ended.cancel();
+            return;
+        }
+    }
 }
 
 async fn range_prefix(
@@ -145,15 +192,7 @@ pub async fn report(
                 owner: parse_owner(&kv.value),
             })
             .collect();
-        let in_pool = held.iter().filter(|s| s.slot < pool_size).count() as u32;
-        out.push(ClusterReport {
-            layout: layout.to_string(),
-            cluster: c,
-            pool_size,
-            free: pool_size.saturating_sub(in_pool),
-            held,
-            waiting,
-        });
+        out.push(ClusterReport::new(layout, c, pool_size, held, waiting));
     }
     Ok(out)
 }

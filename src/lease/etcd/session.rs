@@ -16,7 +16,7 @@ use super::client::{Etcd, EtcdError, Keeper};
 use super::marks::{absent, get, put, range_kvs, EtcdMarks, REFUSED};
 use super::pb::etcdserverpb as rpc;
 use super::{call_timeout, pool, Negotiator};
-use crate::lease::holding::{self, Across, ClaimFailed, End, Slots};
+use crate::lease::holding::{self, Across, ClaimError, ClaimFailed, End, Slots};
 use crate::lease::protocol::{Protocol, Stored};
 use crate::lease::stop::Stop;
 use crate::lease::zk::params::mismatch;
@@ -43,8 +43,10 @@ pub(crate) async fn run(
     release: oneshot::Receiver<Option<Issued>>,
 ) -> Result<(), LeaseError> {
     let mut stop = Stop::new(release);
-    let mut across = AcrossLeases::default();
-    across.held.prefer = neg.cfg.prefer;
+    let mut across = AcrossLeases {
+        held: Across::new(neg.cfg.prefer, &neg.cfg.part),
+        ..AcrossLeases::default()
+    };
     // Retry at least twice a second: IDs flow again within a second of etcd answering.
     let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_millis(500));
     let mut refused_wait = Backoff::new(Duration::from_secs(1), Duration::from_secs(10));
@@ -95,12 +97,27 @@ pub(crate) async fn run(
         let ended = CancellationToken::new();
         stop.follow(ended.clone());
         let keeper = tokio::spawn(keep_alive(etcd.clone(), lease, ttl, ended.clone()));
-        let gauges = pool::spawn_gauges(
-            etcd.clone(),
-            neg.paths.clone(),
-            neg.cfg.pool_size,
-            neg.proto.metrics.clone(),
-        );
+        // With --slots: a slot given back to an instance holding none ends this etcd lease.
+        let gave = CancellationToken::new();
+        let give_back = (neg.proto.part.of > 1).then(|| {
+            tokio::spawn(pool::give_back_when_asked(
+                etcd.clone(),
+                neg.paths.clone(),
+                neg.cfg.pool_size,
+                neg.proto.part.clone(),
+                gave.clone(),
+                ended.clone(),
+            ))
+        });
+        // One poller of the pool per instance: its first lease's.
+        let gauges = (neg.proto.part.index == 0).then(|| {
+            pool::spawn_gauges(
+                etcd.clone(),
+                neg.paths.clone(),
+                neg.cfg.pool_size,
+                neg.proto.metrics.clone(),
+            )
+        });
         let end = match agree(&neg, &etcd, &mut stop).await {
             Ok(revision) => {
                 across.claims.params_revision = revision;
@@ -118,7 +135,24 @@ pub(crate) async fn run(
             Err(end) => end,
         };
         keeper.abort();
-        gauges.abort();
+        if let Some(gauges) = gauges {
+            gauges.abort();
+        }
+        if let Some(task) = give_back {
+            task.abort();
+            let _ = task.await;
+        }
+        if gave.is_cancelled() && matches!(end, End::SessionGone { .. }) {
+            // Stop issuing first; then revoke, so the slot key goes at once and the waiter
+            // takes the slot past its mark.
+            neg.proto.pending(crate::lease::GAVE_BACK);
+            tracing::info!(
+                "gave a slot back: an instance holding none waits for one (--slots); \
+                 granting a new etcd lease"
+            );
+            let _ = etcd.revoke(lease).await;
+            continue;
+        }
         match end {
             End::Released => {
                 let _ = etcd.revoke(lease).await;
@@ -319,8 +353,9 @@ impl Slots for EtcdSlots<'_> {
         claim::claim(self.neg, &self.store, prefer, self.claims)
             .await
             .map_err(|e| match e {
-                EtcdError::Unavailable(e) => ClaimFailed::Retry(e),
-                e => ClaimFailed::End(end_for(e)),
+                ClaimError::GaveWay => ClaimFailed::GaveWay,
+                ClaimError::Store(EtcdError::Unavailable(e)) => ClaimFailed::Retry(e),
+                ClaimError::Store(e) => ClaimFailed::End(end_for(e)),
             })
     }
 

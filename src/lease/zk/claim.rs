@@ -3,13 +3,15 @@
 //! - Create `queue/claim-<seq>` (ephemeral sequential) and wait until it is the lowest,
 //!   watching only the next-lower node.
 //! - As head: list `slots/` with a watch. A slot node created by this very session (left from
-//!   a lost lease) is deleted and counts as free. A node left by this process's own *expired*
-//!   session (same instance, other session) is not taken over: it vanishes when ZooKeeper
+//!   a lost lease) is deleted and counts as free. A node left by this lease's own *expired*
+//!   session (same instance ID — each of an instance's `--slots` leases has its own — other
+//!   session) is not taken over: it vanishes when ZooKeeper
 //!   expires that session, and until then another slot is taken or, with none free, we wait.
 //! - Prefer the slot held before; else the free slot with the lowest mark (no mark node means
 //!   mark 0, so unused slots go first, lowest number first).
 //! - With every slot held, stay at the head, report the exhaustion, and wait for `slots/` to
-//!   change.
+//!   change — unless another lease of this instance holds a slot (`--slots`): that spare
+//!   gives its place up and tries again later, so instances holding none go first.
 //! - Create `slots/N` (ephemeral, owner JSON), delete the queue node, read `marks/N` (creating
 //!   it at 0 if missing) with its version: the compare-and-set base for the first mark write.
 //!
@@ -23,9 +25,12 @@
 //! successor still waits past the mark of the slot it took).
 
 use super::marks::{Unreadable, ZkMarks};
-use super::tree::{acls, parse_mark};
+use super::pool::data_or_none;
+use super::tree::{acls, parse_mark, parse_owner, Owner};
 use super::Negotiator;
-use crate::lease::holding::{exhausted, random_slot};
+use crate::lease::holding::{
+    exhausted, queued_as_spare, random_slot, spare_may_take, wait_exhausted, ClaimError, Exhausted,
+};
 use crate::lease::protocol::Stored;
 use std::collections::BTreeSet;
 use zookeeper_client as zk;
@@ -64,7 +69,7 @@ pub async fn claim(
     store: &ZkMarks,
     prefer: Option<u32>,
     history: &mut ClaimHistory,
-) -> Result<Taken, zk::Error> {
+) -> Result<Taken, ClaimError<zk::Error>> {
     // Leftovers of this session's earlier attempts would block the queue or a slot forever.
     drop_own_queue_nodes(neg, &store.client).await?;
     for slot in std::mem::take(&mut history.suspects) {
@@ -73,7 +78,9 @@ pub async fn claim(
     let owner = neg.owner(&store.client);
     if neg.cfg.pool_size > PROBE_ABOVE {
         let result = probe_slot(neg, store, prefer, &owner, history).await;
-        neg.proto.metrics.pool_exhausted.set(0);
+        neg.proto
+            .metrics
+            .set_pool_exhausted(neg.proto.part.index, false);
         return result;
     }
     let eph_seq = zk::CreateMode::EphemeralSequential.with_acls(acls(neg.cfg.access.restricted()));
@@ -82,10 +89,16 @@ pub async fn claim(
     let me = format!("claim-{seq}");
     let result = async {
         wait_for_turn(neg, store, &me).await?;
-        take_slot(neg, store, prefer, &owner, history).await
+        take_slot(neg, store, prefer, &owner, &me, history).await
     }
     .await;
-    neg.proto.metrics.pool_exhausted.set(0);
+    neg.proto
+        .metrics
+        .set_pool_exhausted(neg.proto.part.index, false);
+    if result.is_ok() {
+        // Before the next of our parts can reach the head: it is a spare from now on.
+        neg.proto.part.set_holding(true);
+    }
     // Leave the queue whatever happened; a node left behind by a failed delete is removed at
     // the next claim, and an expired session has removed it already.
     let _ = store
@@ -142,8 +155,9 @@ async fn take_slot(
     store: &ZkMarks,
     prefer: Option<u32>,
     owner: &[u8],
+    me: &str,
     history: &mut ClaimHistory,
-) -> Result<Taken, zk::Error> {
+) -> Result<Taken, ClaimError<zk::Error>> {
     let pool = neg.cfg.pool_size;
     let mut reported = false;
     loop {
@@ -166,11 +180,27 @@ async fn take_slot(
             .filter(|n| !held.contains(n) && !history.skip.contains(n))
             .collect();
         if free.is_empty() {
-            exhausted(&neg.proto, neg.cfg.pool_size, &mut reported);
-            watcher.changed().await;
+            let queued_as_spare = queued_as_spare(owner);
+            let pool = neg.cfg.pool_size;
+            if let Exhausted::GiveWay = exhausted(&neg.proto, pool, &mut reported, queued_as_spare)
+            {
+                return Err(ClaimError::GaveWay);
+            }
+            wait_exhausted(&neg.proto, async {
+                watcher.changed().await;
+            })
+            .await;
             continue;
         }
-        neg.proto.metrics.pool_exhausted.set(0);
+        neg.proto
+            .metrics
+            .set_pool_exhausted(neg.proto.part.index, false);
+        if neg.proto.part.is_spare() {
+            let behind = queued_behind(neg, store, me).await?;
+            if !spare_may_take(&neg.proto.part, free.len(), &behind) {
+                return Err(ClaimError::GaveWay);
+            }
+        }
         let slot = match prefer.filter(|p| free.contains(p)) {
             Some(p) => p,
             None => lowest_mark(neg, store, &free).await?,
@@ -179,6 +209,26 @@ async fn take_slot(
             return Ok(c);
         }
     }
+}
+
+/// The owner records of the queue nodes after `me`.
+async fn queued_behind(
+    neg: &Negotiator,
+    store: &ZkMarks,
+    me: &str,
+) -> Result<Vec<Option<Owner>>, zk::Error> {
+    let queue = neg.paths.queue();
+    let mut children = store.client.list_children(&queue).await?;
+    children.retain(|c| c.starts_with("claim-") && c.as_str() > me);
+    queue_order(&mut children);
+    let mut owners = Vec::with_capacity(children.len());
+    for c in children {
+        // A node gone meanwhile has left the queue.
+        if let Some((data, _)) = data_or_none(&store.client, &format!("{queue}/{c}")).await? {
+            owners.push(parse_owner(&data));
+        }
+    }
+    Ok(owners)
 }
 
 /// The outcome of trying one slot.
@@ -246,7 +296,7 @@ async fn probe_slot(
     prefer: Option<u32>,
     owner: &[u8],
     history: &mut ClaimHistory,
-) -> Result<Taken, zk::Error> {
+) -> Result<Taken, ClaimError<zk::Error>> {
     use rand::Rng;
     let pool = neg.cfg.pool_size;
     if let Some(p) = prefer {
@@ -282,8 +332,17 @@ async fn probe_slot(
                 match free {
                     Some(s) => s,
                     None => {
-                        exhausted(&neg.proto, neg.cfg.pool_size, &mut reported);
-                        watcher.changed().await;
+                        let pool = neg.cfg.pool_size;
+                        let spare = queued_as_spare(owner);
+                        if let Exhausted::GiveWay =
+                            exhausted(&neg.proto, pool, &mut reported, spare)
+                        {
+                            return Err(ClaimError::GaveWay);
+                        }
+                        wait_exhausted(&neg.proto, async {
+                            watcher.changed().await;
+                        })
+                        .await;
                         continue;
                     }
                 }
@@ -295,10 +354,7 @@ async fn probe_slot(
             Tried::Skipped => {}
         }
     }
-    Err(zk::Error::UnexpectedError(format!(
-        "no free slot found in {}",
-        neg.paths.slots()
-    )))
+    Err(zk::Error::UnexpectedError(format!("no free slot found in {}", neg.paths.slots())).into())
 }
 
 /// The free slot whose mark is lowest (a missing mark counts as 0); ties go to the lower slot.

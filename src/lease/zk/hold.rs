@@ -5,7 +5,7 @@
 use super::claim::{self, ClaimHistory};
 use super::marks::ZkMarks;
 use super::{session_gone, Negotiator};
-use crate::lease::holding::{self, Across, ClaimFailed, Slots};
+use crate::lease::holding::{self, Across, ClaimError, ClaimFailed, Slots};
 use crate::lease::protocol::{Protocol, Stored};
 use crate::lease::stop::Stop;
 use crate::lease::LeaseError;
@@ -62,11 +62,14 @@ impl Slots for ZkSlots<'_> {
         claim::claim(self.neg, &self.store, prefer, self.claims)
             .await
             .map_err(|e| match e {
-                e if session_gone(&e) => ClaimFailed::End(End::gone(format!("claiming: {e}"))),
-                e @ (zk::Error::NoAuth | zk::Error::InvalidAcl) => {
+                ClaimError::GaveWay => ClaimFailed::GaveWay,
+                ClaimError::Store(e) if session_gone(&e) => {
+                    ClaimFailed::End(End::gone(format!("claiming: {e}")))
+                }
+                ClaimError::Store(e @ (zk::Error::NoAuth | zk::Error::InvalidAcl)) => {
                     ClaimFailed::End(classify(e, "claiming"))
                 }
-                e => ClaimFailed::Retry(e.to_string()),
+                ClaimError::Store(e) => ClaimFailed::Retry(e.to_string()),
             })
     }
 

@@ -71,6 +71,8 @@ pub struct ZkConfig {
     pub pool_params: Vec<(String, String)>,
     /// Testing aid (cargo feature `fault-injection`): a deliberate bug for the campaign.
     pub planted: crate::lease::planted::PlantedBug,
+    /// Which of the instance's leases this is (`--slots`).
+    pub part: crate::lease::Part,
 }
 
 /// Whether `e` means the session is gone for good (a new one is needed).
@@ -90,7 +92,7 @@ pub(crate) struct Negotiator {
     pub cfg: ZkConfig,
     pub proto: Protocol,
     pub paths: Paths,
-    /// Random per process: tells this process's own expired sessions from other instances.
+    /// Random per lease: tells this lease's own expired sessions from other leases.
     pub instance: String,
 }
 
@@ -101,6 +103,7 @@ impl Negotiator {
             client.session_id().to_string(),
             &self.instance,
             self.cfg.pod.as_deref(),
+            &self.cfg.part,
             self.proto.clock.now_unix_ns() / 1_000_000,
         )
     }
@@ -118,7 +121,8 @@ pub fn start(
         "lease",
         kind = "zookeeper",
         layout = cfg.layout,
-        cluster = cfg.cluster
+        cluster = cfg.cluster,
+        part = cfg.part.index
     );
     let (proto, rx) = Protocol::new(
         scheme,
@@ -126,6 +130,7 @@ pub fn start(
         metrics,
         cfg.timing,
         cfg.planted,
+        cfg.part.clone(),
         "connecting to ZooKeeper",
     );
     let neg = Negotiator {

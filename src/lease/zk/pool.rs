@@ -4,11 +4,13 @@
 
 use super::tree::{parse_mark, parse_owner};
 use super::{session_gone, Owner, Paths};
+use crate::lease::holding::{give_back_now, GIVE_BACK_CHECK_MS};
 use crate::metrics::Metrics;
 use prometheus::IntGauge;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 use zookeeper_client as zk;
 
 /// Keeps `idcar_pool_slots_held` and `idcar_pool_contenders_waiting` current until aborted or
@@ -36,6 +38,64 @@ pub fn spawn_gauges(
             ),
         );
     })
+}
+
+/// With `--slots`: while this part is surplus, looks every 1.5-2.5 s for an instance holding
+/// none at the head of the queue of an exhausted pool (see [`give_back_now`]); then cancels
+/// `gave` (the session loop closes the session, so the slot node goes at once and the waiter
+/// takes the slot past its mark) and `ended` (stopping this session's waits), and returns.
+pub(crate) async fn give_back_when_asked(
+    client: zk::Client,
+    paths: Paths,
+    pool_size: u32,
+    part: crate::lease::Part,
+    gave: CancellationToken,
+    ended: CancellationToken,
+) {
+    let mut seen = None;
+    loop {
+        let pause = rand::random_range(GIVE_BACK_CHECK_MS);
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+        if !part.is_surplus() {
+            seen = None;
+            continue;
+        }
+        let Ok(Some((exhausted, head))) = look(&client, &paths, pool_size).await else {
+            continue;
+        };
+        if give_back_now(&part, exhausted, head, &mut seen) {
+            gave.cancel();
+            ended.cancel();
+            return;
+        }
+    }
+}
+
+/// Whether the pool is exhausted, and the head of its queue (node name, owner record);
+/// `None` with an empty queue.
+async fn look(
+    client: &zk::Client,
+    paths: &Paths,
+    pool_size: u32,
+) -> Result<Option<(bool, Option<(String, Option<Owner>)>)>, zk::Error> {
+    let mut queue = client.list_children(&paths.queue()).await?;
+    queue.retain(|c| c.starts_with("claim-"));
+    let Some(head) = queue.into_iter().min() else {
+        return Ok(None);
+    };
+    let Some((data, _)) = data_or_none(client, &format!("{}/{head}", paths.queue())).await? else {
+        return Ok(None);
+    };
+    let held = client
+        .list_children(&paths.slots())
+        .await?
+        .iter()
+        .filter(|n| n.parse::<u32>().is_ok_and(|n| n < pool_size))
+        .count();
+    Ok(Some((
+        held as u32 >= pool_size,
+        Some((head, parse_owner(&data))),
+    )))
 }
 
 async fn follow(
@@ -89,13 +149,82 @@ pub struct ClusterReport {
     pub held: Vec<SlotReport>,
     pub free: u32,
     pub waiting: Vec<Waiter>,
+    /// Every instance that holds more than one slot at once (`--slots`): what it wants,
+    /// holds and still queues for.
+    pub multi: Vec<MultiSlot>,
+}
+
+/// An instance with `--slots` above 1.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct MultiSlot {
+    /// Who it is (pod, host, pid).
+    pub holder: String,
+    /// Its process ID in owner records (random per process).
+    pub process: String,
+    /// Its `--slots`.
+    pub wants: u32,
+    /// The slots it holds.
+    pub slots: Vec<u32>,
+    /// Its contenders in the queue.
+    pub waiting: u32,
+}
+
+impl ClusterReport {
+    /// The report of a pool: the free count and the instances holding several slots
+    /// worked out from what is held and queued.
+    pub fn new(
+        layout: &str,
+        cluster: u8,
+        pool_size: u32,
+        held: Vec<SlotReport>,
+        waiting: Vec<Waiter>,
+    ) -> ClusterReport {
+        let in_pool = held.iter().filter(|s| s.slot < pool_size).count() as u32;
+        let mut multi: Vec<MultiSlot> = Vec::new();
+        let owners = held
+            .iter()
+            .map(|h| (h.owner.as_ref(), Some(h.slot)))
+            .chain(waiting.iter().map(|w| (w.owner.as_ref(), None)));
+        for (owner, slot) in owners {
+            let Some((o, wants)) = owner.and_then(|o| Some((o, o.slots?))) else {
+                continue;
+            };
+            let process = o.process.clone().unwrap_or_else(|| describe(o));
+            let i = match multi.iter().position(|m| m.process == process) {
+                Some(i) => i,
+                None => {
+                    multi.push(MultiSlot {
+                        holder: describe(o),
+                        process,
+                        wants,
+                        slots: Vec::new(),
+                        waiting: 0,
+                    });
+                    multi.len() - 1
+                }
+            };
+            match slot {
+                Some(n) => multi[i].slots.push(n),
+                None => multi[i].waiting += 1,
+            }
+        }
+        ClusterReport {
+            layout: layout.to_string(),
+            cluster,
+            pool_size,
+            free: pool_size.saturating_sub(in_pool),
+            held,
+            waiting,
+            multi,
+        }
+    }
 }
 
 fn rfc3339_ms(ms: i64) -> String {
     crate::layout::rfc3339_millis(u64::try_from(ms).unwrap_or(0).saturating_mul(1_000_000))
 }
 
-async fn data_or_none(
+pub(crate) async fn data_or_none(
     client: &zk::Client,
     path: &str,
 ) -> Result<Option<(Vec<u8>, zk::Stat)>, zk::Error> {
@@ -166,15 +295,7 @@ pub async fn report(
                 .and_then(|(d, _)| parse_owner(&d));
             waiting.push(Waiter { node, owner });
         }
-        let in_pool = held.iter().filter(|s| s.slot < pool_size).count() as u32;
-        out.push(ClusterReport {
-            layout: layout.to_string(),
-            cluster: c,
-            pool_size,
-            free: pool_size.saturating_sub(in_pool),
-            held,
-            waiting,
-        });
+        out.push(ClusterReport::new(layout, c, pool_size, held, waiting));
     }
     Ok(out)
 }
@@ -216,6 +337,20 @@ pub fn render(reports: &[ClusterReport]) -> String {
         for w in &r.waiting {
             let who = w.owner.as_ref().map_or("?".to_string(), describe);
             let _ = writeln!(s, "  waiting: {} {who}", w.node);
+        }
+        for m in &r.multi {
+            let short = match m.slots.len() < m.wants as usize {
+                true => format!(", short of {}", m.wants as usize - m.slots.len()),
+                false => String::new(),
+            };
+            let _ = writeln!(
+                s,
+                "  {} holds {} of its {} slots {:?}{short}",
+                m.holder,
+                m.slots.len(),
+                m.wants,
+                m.slots
+            );
         }
     }
     s

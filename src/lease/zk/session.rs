@@ -6,6 +6,7 @@ use super::access::{Access, AccessError};
 use super::hold::{self, AcrossSessions, End};
 use super::tree::acls;
 use super::{params, pool, session_gone, Negotiator};
+use crate::lease::holding::Across;
 use crate::lease::stop::Stop;
 use crate::lease::{Issued, LeaseError, LeaseState};
 use crate::metrics::Metrics;
@@ -76,8 +77,10 @@ pub(crate) async fn run(
     release: oneshot::Receiver<Option<Issued>>,
 ) -> Result<(), LeaseError> {
     let mut stop = Stop::new(release);
-    let mut across = AcrossSessions::default();
-    across.held.prefer = neg.cfg.prefer;
+    let mut across = AcrossSessions {
+        held: Across::new(neg.cfg.prefer, &neg.cfg.part),
+        claims: Default::default(),
+    };
     let mut sessions = 0u64;
     // Fail fast and retry here, at least once a second: the client's own schedule backs off
     // for seconds, so after a long outage IDs would flow again only seconds after ZooKeeper.
@@ -85,7 +88,9 @@ pub(crate) async fn run(
     // After ZooKeeper refused our identity: no hammering, but a fixed credential is seen soon.
     let mut refused = Backoff::new(Duration::from_secs(1), Duration::from_secs(10));
     loop {
-        neg.proto.metrics.session_state("disconnected");
+        neg.proto
+            .metrics
+            .session_state(neg.proto.part.index, "disconnected");
         // No session yet: only the release request interrupts the connect.
         stop.follow(CancellationToken::new());
         let client = match open(&neg, &mut stop, &mut backoff).await {
@@ -101,21 +106,39 @@ pub(crate) async fn run(
         if sessions > 1 {
             neg.proto.metrics.lease.zk_reconnects.inc();
         }
-        neg.proto.metrics.session_state("connected");
+        neg.proto
+            .metrics
+            .session_state(neg.proto.part.index, "connected");
         tracing::info!(session = %client.session_id(), "ZooKeeper session established");
         let ended = CancellationToken::new();
         stop.follow(ended.clone());
+        // With --slots: a slot given back to an instance holding none ends the session.
+        let gave = CancellationToken::new();
+        let give_back = (neg.proto.part.of > 1).then(|| {
+            tokio::spawn(pool::give_back_when_asked(
+                client.clone(),
+                neg.paths.clone(),
+                neg.cfg.pool_size,
+                neg.proto.part.clone(),
+                gave.clone(),
+                ended.clone(),
+            ))
+        });
         let states = tokio::spawn(track_states(
             client.state_watcher(),
             neg.proto.metrics.clone(),
+            neg.proto.part.index,
             ended,
         ));
-        let gauges = pool::spawn_gauges(
-            client.clone(),
-            neg.paths.clone(),
-            neg.cfg.pool_size,
-            neg.proto.metrics.clone(),
-        );
+        // One follower of the pool per instance: its first lease's.
+        let gauges = (neg.proto.part.index == 0).then(|| {
+            pool::spawn_gauges(
+                client.clone(),
+                neg.paths.clone(),
+                neg.cfg.pool_size,
+                neg.proto.metrics.clone(),
+            )
+        });
         // Nodes a previous session may have left belong to it alone: this one starts afresh.
         across.claims.suspects.clear();
         let agreed = match make_namespace(&neg, &client, &mut stop).await {
@@ -129,13 +152,35 @@ pub(crate) async fn run(
             }
             Err(end) => end,
         };
-        gauges.abort();
-        let _ = gauges.await;
+        if let Some(gauges) = gauges {
+            gauges.abort();
+            let _ = gauges.await;
+        }
         states.abort();
+        if let Some(task) = give_back {
+            task.abort();
+            let _ = task.await;
+        }
+        if gave.is_cancelled() && matches!(end, End::SessionGone { .. }) {
+            // Stop issuing first; then close, so the slot node goes at once and the waiter
+            // takes the slot past its mark.
+            neg.proto.pending(crate::lease::GAVE_BACK);
+            tracing::info!(
+                "gave a slot back: an instance holding none waits for one (--slots); \
+                 opening a new session"
+            );
+            close(client).await;
+            neg.proto
+                .metrics
+                .session_state(neg.proto.part.index, "closed");
+            continue;
+        }
         match end {
             End::Released => {
                 close(client).await;
-                neg.proto.metrics.session_state("closed");
+                neg.proto
+                    .metrics
+                    .session_state(neg.proto.part.index, "closed");
                 return Ok(());
             }
             End::SessionGone {
@@ -150,13 +195,17 @@ pub(crate) async fn run(
                         .with_label_values(&["expired"])
                         .inc();
                 }
-                neg.proto.metrics.session_state("expired");
+                neg.proto
+                    .metrics
+                    .session_state(neg.proto.part.index, "expired");
                 tracing::warn!(reason = %why, "ZooKeeper session lost; opening a new one");
                 neg.proto.tx.send_replace(LeaseState::Lost { reason: why });
             }
             End::Refused(what) => {
                 close(client).await;
-                neg.proto.metrics.session_state("disconnected");
+                neg.proto
+                    .metrics
+                    .session_state(neg.proto.part.index, "disconnected");
                 // No session now: only the release request interrupts the pause.
                 stop.follow(CancellationToken::new());
                 let why = format!(
@@ -254,14 +303,19 @@ async fn make_namespace(neg: &Negotiator, client: &zk::Client, stop: &mut Stop) 
 }
 
 /// Follows the session's state into metrics; cancels `ended` once the session is over.
-async fn track_states(mut w: zk::StateWatcher, metrics: Arc<Metrics>, ended: CancellationToken) {
+async fn track_states(
+    mut w: zk::StateWatcher,
+    metrics: Arc<Metrics>,
+    part: u32,
+    ended: CancellationToken,
+) {
     let mut was_disconnected = false;
     loop {
         let state = w.changed().await;
         match state {
             zk::SessionState::Disconnected => {
                 was_disconnected = true;
-                metrics.session_state("disconnected");
+                metrics.session_state(part, "disconnected");
                 tracing::warn!("disconnected from ZooKeeper");
             }
             zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly => {
@@ -270,14 +324,17 @@ async fn track_states(mut w: zk::StateWatcher, metrics: Arc<Metrics>, ended: Can
                     tracing::info!("reconnected to ZooKeeper");
                 }
                 was_disconnected = false;
-                metrics.session_state("connected");
+                metrics.session_state(part, "connected");
             }
             zk::SessionState::Expired | zk::SessionState::Closed | zk::SessionState::AuthFailed => {
-                metrics.session_state(match state {
-                    zk::SessionState::Expired => "expired",
-                    zk::SessionState::AuthFailed => "auth_failed",
-                    _ => "closed",
-                });
+                metrics.session_state(
+                    part,
+                    match state {
+                        zk::SessionState::Expired => "expired",
+                        zk::SessionState::AuthFailed => "auth_failed",
+                        _ => "closed",
+                    },
+                );
                 ended.cancel();
                 return;
             }

@@ -53,12 +53,24 @@ pub struct Owner {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod: Option<String>,
     pub pid: u32,
-    /// Random per process: tells this process's own expired sessions from other instances.
+    /// Random per lease (each of an instance's `--slots` leases has its own): tells the
+    /// lease's own expired sessions from other leases.
     pub instance: String,
     /// The ZooKeeper session that created the node (or the etcd lease of the key), in hex.
     pub session: String,
     /// When the node was written, milliseconds since the Unix epoch.
     pub since_ms: u64,
+    /// How many slots the instance holds at once (`--slots`), when more than one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slots: Option<u32>,
+    /// With `--slots` above 1: random per process, shared by its leases (`idcar pool` groups
+    /// an instance's slots by it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process: Option<String>,
+    /// Written `true` by a spare lease (another lease of its instance held a slot when it
+    /// queued): spares at the head of the queue give way only to contenders that are not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spare: Option<bool>,
 }
 
 impl Owner {
@@ -66,6 +78,7 @@ impl Owner {
         session: String,
         instance: &str,
         pod: Option<&str>,
+        part: &crate::lease::Part,
         now_ms: u64,
     ) -> Owner {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -79,6 +92,9 @@ impl Owner {
             instance: instance.to_string(),
             session,
             since_ms: now_ms,
+            slots: (part.of > 1).then_some(part.of),
+            process: (part.of > 1).then(|| part.process.to_string()),
+            spare: part.is_spare().then_some(true),
         }
     }
 }
@@ -88,9 +104,10 @@ pub(crate) fn owner_record(
     session: String,
     instance: &str,
     pod: Option<&str>,
+    part: &crate::lease::Part,
     now_ms: u64,
 ) -> Vec<u8> {
-    let o = Owner::for_this_process(session, instance, pod, now_ms);
+    let o = Owner::for_this_process(session, instance, pod, part, now_ms);
     serde_json::to_vec(&o).expect("owner serialises")
 }
 
