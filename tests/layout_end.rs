@@ -164,10 +164,12 @@ async fn reaching_the_end_stops_issuing_cleanly() {
 /// `decode` gives the end date of the layout with the parameters given.
 #[test]
 fn decode_shows_when_the_layout_ends() {
-    let (code, out, err) = run(&["decode", "--layout", "lable64", "--json", "0"]);
+    let (code, out, err) = run(&["decode", "--layout", "lable64", "0"]);
     assert_eq!(code, 0, "{err}");
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(v["layout_ends"], "2109-05-15T07:35:11.104Z", "{v}");
+    assert!(
+        out.contains("layout_ends: 2109-05-15T07:35:11.104Z"),
+        "{out}"
+    );
     let (code, out, err) = run(&["decode", "--layout", "si53", "--base-clock", BASE, "12345"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains(&format!("layout_ends: {SI53_END}")), "{out}");

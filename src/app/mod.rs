@@ -141,13 +141,11 @@ fn decode(cfg: DecodeConfig) -> anyhow::Result<ExitCode> {
             UsageError(format!("cannot decode: {e}; {hint}"))
         })?,
     };
-    let mut fields = layout
+    let fields = layout
         .decode(&raw)
         .map_err(|e| UsageError(format!("cannot decode {text:?}: {e}")))?;
-    // When the layout (with these parameters) runs out of time: no ID is issued after it.
-    let end = layout::end_date(&layout.scheme());
-    fields.insert("layout_ends".into(), end.into());
     if cfg.json {
+        // The ID's fields only, as every client library decodes them.
         println!("{}", serde_json::Value::Object(fields));
     } else {
         for (k, v) in &fields {
@@ -156,6 +154,8 @@ fn decode(cfg: DecodeConfig) -> anyhow::Result<ExitCode> {
                 other => println!("{k}: {other}"),
             }
         }
+        // When the layout (with these parameters) runs out of time: no ID is issued after.
+        println!("layout_ends: {}", layout::end_date(&layout.scheme()));
     }
     Ok(ExitCode::SUCCESS)
 }
