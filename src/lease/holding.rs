@@ -267,8 +267,62 @@ pub(crate) fn gives_back(part: &Part, head: Option<&Owner>) -> bool {
 /// (ms, drawn from this range at each look, so that two hot instances seldom look at once).
 pub(crate) const GIVE_BACK_CHECK_MS: std::ops::Range<u64> = 1_500..2_500;
 
-/// What a surplus part's look at the pool found: the head of the queue (its key or node
-/// name) when the pool is exhausted and that head holds none; a slot is given back only when
+/// What a surplus part's look at the pool found: whether every slot is held, and the head
+/// of the queue (its key or node name, its owner record) if anyone queues.
+pub(crate) type Looked = (bool, Option<(String, Option<Owner>)>);
+
+/// With `--slots`: while `part` is surplus, looks at the pool every 1.5-2.5 s (`look`, the
+/// store's own reads; `None` when the store did not answer) for an instance holding none at
+/// the head of an exhausted pool's queue (see [`give_back_now`]); then cancels `gave` (the
+/// session loop ends the ZooKeeper session or revokes the etcd lease, so the slot goes at
+/// once and the waiter takes it past its mark) and `ended` (stopping the session's waits),
+/// and returns.
+pub(crate) async fn give_back_when_asked<F>(
+    part: Part,
+    gave: tokio_util::sync::CancellationToken,
+    ended: tokio_util::sync::CancellationToken,
+    mut look: impl FnMut() -> F,
+) where
+    F: Future<Output = Option<Looked>>,
+{
+    let mut seen = None;
+    loop {
+        let pause = rand::random_range(GIVE_BACK_CHECK_MS);
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+        if !part.is_surplus() {
+            seen = None;
+            continue;
+        }
+        let Some((exhausted, head)) = look().await else {
+            continue;
+        };
+        if give_back_now(&part, exhausted, head, &mut seen) {
+            gave.cancel();
+            ended.cancel();
+            return;
+        }
+    }
+}
+
+/// Whether the session ended because this part gave its slot back (`gave`, see
+/// [`give_back_when_asked`]): then it stops issuing now, and the caller ends the session or
+/// etcd lease at once (the slot goes, the waiter takes it past its mark) and starts a new
+/// one. Not a loss.
+pub(crate) fn gave_back(
+    p: &Protocol,
+    gave: &tokio_util::sync::CancellationToken,
+    end: &End,
+) -> bool {
+    if !gave.is_cancelled() || !matches!(end, End::SessionGone { .. }) {
+        return false;
+    }
+    p.pending(super::GAVE_BACK);
+    tracing::info!("gave a slot back: an instance holding none waits for one (--slots)");
+    true
+}
+
+/// Whether a surplus part gives its slot back now, given what it looked at: the head of the
+/// queue (its key or node name) when the pool is exhausted and that head holds none; a slot is given back only when
 /// the same head is found on two looks in a row (one hungry waiter, one slot).
 pub(crate) fn give_back_now(
     part: &Part,

@@ -4,7 +4,7 @@
 use super::client::{prefix_end, Etcd, EtcdError};
 use super::pb::etcdserverpb as rpc;
 use super::pb::mvccpb::KeyValue;
-use crate::lease::holding::{give_back_now, GIVE_BACK_CHECK_MS};
+use crate::lease::holding::Looked;
 use crate::lease::zk::pool::{ClusterReport, SlotReport, Waiter};
 use crate::lease::zk::tree::{parse_mark, parse_owner, Paths};
 use crate::metrics::Metrics;
@@ -12,7 +12,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
 
 /// Follows `slots/` and `queue/` into the pool gauges, read every 5 s (keys only: as many
 /// as there are holders and waiters). Polled rather than watched: a watch per instance and
@@ -71,49 +70,23 @@ fn key_number(key: &[u8], prefix: &str) -> Option<u32> {
         .ok()
 }
 
-/// With `--slots`: while this part is surplus, looks every 1.5-2.5 s for an instance holding
-/// none at the head of the queue of an exhausted pool (see [`give_back_now`]); then cancels
-/// `gave` (the lease loop revokes this etcd lease, so the slot key goes at once and the waiter
-/// takes the slot past its mark) and `ended` (stopping this lease's waits), and returns.
-pub(crate) async fn give_back_when_asked(
-    etcd: Etcd,
-    paths: Paths,
-    pool_size: u32,
-    part: crate::lease::Part,
-    gave: CancellationToken,
-    ended: CancellationToken,
-) {
+/// One look at the pool for `give_back_when_asked`: whether every slot of the pool is held,
+/// and the head of the queue (key, owner record); `None` when etcd did not answer.
+pub(crate) async fn look(etcd: Etcd, paths: Paths, pool_size: u32) -> Option<Looked> {
     let slots = format!("{}/", paths.slots());
     let queue = format!("{}/", paths.queue());
-    let mut seen = None;
-    loop {
-        let pause = rand::random_range(GIVE_BACK_CHECK_MS);
-        tokio::time::sleep(Duration::from_millis(pause)).await;
-        if !part.is_surplus() {
-            seen = None;
-            continue;
-        }
-        let Ok(waiting) = range_prefix(&etcd, &queue, false).await else {
-            continue;
-        };
-        // Sorted by create revision: the first is the head.
-        let head = waiting.first().map(|kv| {
-            let key = String::from_utf8_lossy(&kv.key).to_string();
-            (key, parse_owner(&kv.value))
-        });
-        let Ok(held) = range_prefix(&etcd, &slots, true).await else {
-            continue;
-        };
-        let held = held
-            .iter()
-            .filter(|kv| key_number(&kv.key, &slots).is_some_and(|n| n < pool_size))
-            .count();
-        if give_back_now(&part, held as u32 >= pool_size, head, &mut seen) {
-            gave.cancel();
-            ended.cancel();
-            return;
-        }
-    }
+    let waiting = range_prefix(&etcd, &queue, false).await.ok()?;
+    // Sorted by create revision: the first is the head.
+    let head = waiting.first().map(|kv| {
+        let key = String::from_utf8_lossy(&kv.key).to_string();
+        (key, parse_owner(&kv.value))
+    });
+    let held = range_prefix(&etcd, &slots, true).await.ok()?;
+    let held = held
+        .iter()
+        .filter(|kv| key_number(&kv.key, &slots).is_some_and(|n| n < pool_size))
+        .count();
+    Some((held as u32 >= pool_size, head))
 }
 
 async fn range_prefix(

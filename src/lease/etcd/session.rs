@@ -100,13 +100,12 @@ pub(crate) async fn run(
         // With --slots: a slot given back to an instance holding none ends this etcd lease.
         let gave = CancellationToken::new();
         let give_back = (neg.proto.part.of > 1).then(|| {
-            tokio::spawn(pool::give_back_when_asked(
-                etcd.clone(),
-                neg.paths.clone(),
-                neg.cfg.pool_size,
+            let (etcd_, paths, pool) = (etcd.clone(), neg.paths.clone(), neg.cfg.pool_size);
+            tokio::spawn(holding::give_back_when_asked(
                 neg.proto.part.clone(),
                 gave.clone(),
                 ended.clone(),
+                move || pool::look(etcd_.clone(), paths.clone(), pool),
             ))
         });
         // One poller of the pool per instance: its first lease's.
@@ -142,14 +141,7 @@ pub(crate) async fn run(
             task.abort();
             let _ = task.await;
         }
-        if gave.is_cancelled() && matches!(end, End::SessionGone { .. }) {
-            // Stop issuing first; then revoke, so the slot key goes at once and the waiter
-            // takes the slot past its mark.
-            neg.proto.pending(crate::lease::GAVE_BACK);
-            tracing::info!(
-                "gave a slot back: an instance holding none waits for one (--slots); \
-                 granting a new etcd lease"
-            );
+        if holding::gave_back(&neg.proto, &gave, &end) {
             let _ = etcd.revoke(lease).await;
             continue;
         }

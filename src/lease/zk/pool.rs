@@ -4,13 +4,12 @@
 
 use super::tree::{parse_mark, parse_owner};
 use super::{session_gone, Owner, Paths};
-use crate::lease::holding::{give_back_now, GIVE_BACK_CHECK_MS};
+use crate::lease::holding::Looked;
 use crate::metrics::Metrics;
 use prometheus::IntGauge;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
 use zookeeper_client as zk;
 
 /// Keeps `idcar_pool_slots_held` and `idcar_pool_contenders_waiting` current until aborted or
@@ -40,62 +39,26 @@ pub fn spawn_gauges(
     })
 }
 
-/// With `--slots`: while this part is surplus, looks every 1.5-2.5 s for an instance holding
-/// none at the head of the queue of an exhausted pool (see [`give_back_now`]); then cancels
-/// `gave` (the session loop closes the session, so the slot node goes at once and the waiter
-/// takes the slot past its mark) and `ended` (stopping this session's waits), and returns.
-pub(crate) async fn give_back_when_asked(
-    client: zk::Client,
-    paths: Paths,
-    pool_size: u32,
-    part: crate::lease::Part,
-    gave: CancellationToken,
-    ended: CancellationToken,
-) {
-    let mut seen = None;
-    loop {
-        let pause = rand::random_range(GIVE_BACK_CHECK_MS);
-        tokio::time::sleep(Duration::from_millis(pause)).await;
-        if !part.is_surplus() {
-            seen = None;
-            continue;
-        }
-        let Ok(Some((exhausted, head))) = look(&client, &paths, pool_size).await else {
-            continue;
-        };
-        if give_back_now(&part, exhausted, head, &mut seen) {
-            gave.cancel();
-            ended.cancel();
-            return;
-        }
-    }
-}
-
-/// Whether the pool is exhausted, and the head of its queue (node name, owner record);
-/// `None` with an empty queue.
-async fn look(
-    client: &zk::Client,
-    paths: &Paths,
-    pool_size: u32,
-) -> Result<Option<(bool, Option<(String, Option<Owner>)>)>, zk::Error> {
-    let mut queue = client.list_children(&paths.queue()).await?;
+/// One look at the pool for `give_back_when_asked`: whether every slot of the pool is held,
+/// and the head of the queue (node name, owner record); `None` when ZooKeeper did not answer.
+pub(crate) async fn look(client: zk::Client, paths: Paths, pool_size: u32) -> Option<Looked> {
+    let mut queue = client.list_children(&paths.queue()).await.ok()?;
     queue.retain(|c| c.starts_with("claim-"));
     let Some(head) = queue.into_iter().min() else {
-        return Ok(None);
+        return Some((false, None));
     };
-    let Some((data, _)) = data_or_none(client, &format!("{}/{head}", paths.queue())).await? else {
-        return Ok(None);
+    let path = format!("{}/{head}", paths.queue());
+    let Some((data, _)) = data_or_none(&client, &path).await.ok()? else {
+        return Some((false, None));
     };
     let held = client
         .list_children(&paths.slots())
-        .await?
+        .await
+        .ok()?
         .iter()
         .filter(|n| n.parse::<u32>().is_ok_and(|n| n < pool_size))
         .count();
-    Ok(Some((
-        held as u32 >= pool_size,
-        Some((head, parse_owner(&data))),
-    )))
+    Some((held as u32 >= pool_size, Some((head, parse_owner(&data)))))
 }
 
 async fn follow(

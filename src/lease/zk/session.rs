@@ -6,7 +6,7 @@ use super::access::{Access, AccessError};
 use super::hold::{self, AcrossSessions, End};
 use super::tree::acls;
 use super::{params, pool, session_gone, Negotiator};
-use crate::lease::holding::Across;
+use crate::lease::holding::{self, Across};
 use crate::lease::stop::Stop;
 use crate::lease::{Issued, LeaseError, LeaseState};
 use crate::metrics::Metrics;
@@ -115,13 +115,12 @@ pub(crate) async fn run(
         // With --slots: a slot given back to an instance holding none ends the session.
         let gave = CancellationToken::new();
         let give_back = (neg.proto.part.of > 1).then(|| {
-            tokio::spawn(pool::give_back_when_asked(
-                client.clone(),
-                neg.paths.clone(),
-                neg.cfg.pool_size,
+            let (client_, paths, pool) = (client.clone(), neg.paths.clone(), neg.cfg.pool_size);
+            tokio::spawn(holding::give_back_when_asked(
                 neg.proto.part.clone(),
                 gave.clone(),
                 ended.clone(),
+                move || pool::look(client_.clone(), paths.clone(), pool),
             ))
         });
         let states = tokio::spawn(track_states(
@@ -161,14 +160,7 @@ pub(crate) async fn run(
             task.abort();
             let _ = task.await;
         }
-        if gave.is_cancelled() && matches!(end, End::SessionGone { .. }) {
-            // Stop issuing first; then close, so the slot node goes at once and the waiter
-            // takes the slot past its mark.
-            neg.proto.pending(crate::lease::GAVE_BACK);
-            tracing::info!(
-                "gave a slot back: an instance holding none waits for one (--slots); \
-                 opening a new session"
-            );
+        if holding::gave_back(&neg.proto, &gave, &end) {
             close(client).await;
             neg.proto
                 .metrics
