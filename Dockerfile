@@ -7,6 +7,10 @@ COPY Cargo.toml Cargo.lock ./
 COPY src ./src
 COPY benches ./benches
 COPY examples ./examples
+# The Cargo workspace's other member (the Rust client crate): cargo reads its manifest and
+# finds its library; the server's binary does not build it.
+COPY clients/rust/Cargo.toml ./clients/rust/Cargo.toml
+COPY clients/rust/src ./clients/rust/src
 ENV CARGO_PROFILE_RELEASE_DEBUG=false \
     CARGO_PROFILE_RELEASE_STRIP=symbols
 RUN cargo build --release --locked --bin idcar

@@ -9,7 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-3}"
 cargo build --release --quiet --bin idcar --example clientbench
-bash clients/java/build.sh >/dev/null
+cargo build --release --quiet -p idcar-client --example bench
+(cd clients/java && mvn -o -q -B -Dmaven.repo.local=/usr/share/maven-repo package -DskipTests)
 export GOCACHE="$PWD/target/test-tools/go-cache" GOPATH="$PWD/target/test-tools/go-path" GOFLAGS=-mod=mod GOPROXY=off
 (cd clients/go && go build -o ../../target/test-tools/go-bench ./examples/bench)
 dir="$(mktemp -d)"
@@ -21,10 +22,11 @@ for layout in lable64 sno80; do
     --log error --layout "$layout" & pid=$!
   for _ in $(seq 100); do [ -S "$dir/s.sock" ] && break; sleep 0.05; done
   echo "== $layout (machine: $(nproc) CPUs, $(uname -r))"
-  echo "-- rust";   $pin target/release/examples/clientbench --socket "$dir/s.sock" --seconds "$secs"
-  echo "-- python"; $pin python3 clients/python/examples/bench.py --socket "$dir/s.sock" --seconds "$secs"
+  echo "-- rust (one connection, raw requests)"; $pin target/release/examples/clientbench --socket "$dir/s.sock" --seconds "$secs"
+  echo "-- rust (idcar-client)"; $pin target/release/examples/bench --socket "$dir/s.sock" --seconds "$secs"
+  echo "-- python"; PYTHONPATH=clients/python $pin python3 clients/python/examples/bench.py --socket "$dir/s.sock" --seconds "$secs"
   echo "-- go";     $pin target/test-tools/go-bench --socket "$dir/s.sock" --seconds "$secs"
   echo "-- node";   $pin node clients/node/examples/bench.js --socket "$dir/s.sock" --seconds "$secs"
-  echo "-- java";   $pin java -cp clients/java/build/idcar-client.jar dev.idcar.client.examples.Bench --socket "$dir/s.sock" --seconds "$secs"
+  echo "-- java";   $pin java -cp clients/java/target/idcar-client-0.1.0.jar clients/java/examples/Bench.java --socket "$dir/s.sock" --seconds "$secs"
   kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""
 done

@@ -375,13 +375,17 @@ async fn saturated_server_keeps_its_lease() {
     for _ in 0..3 {
         let socket = idcar.socket.clone();
         tasks.push(tokio::spawn(async move {
-            let mut b = idcar::client::BinaryClient::connect(&socket).await.unwrap();
+            let mut b = idcar_client::tokio::Connection::connect(&socket)
+                .await
+                .unwrap();
             let mut n = 0;
             while Instant::now() < until {
                 match b.ids(1_000).await {
                     Ok(ids) => n += ids.len(),
                     Err(_) => {
-                        b = idcar::client::BinaryClient::connect(&socket).await.unwrap();
+                        b = idcar_client::tokio::Connection::connect(&socket)
+                            .await
+                            .unwrap();
                     }
                 }
             }

@@ -1,11 +1,22 @@
 //! The client libraries of clients/<language>/, each run from here so `cargo test` (the
-//! README's test command) covers them: the language's own test suite against real `idcar
-//! serve` processes (it starts them from `$IDCAR_BIN`), then the uniform `fetch` example
-//! against a server of every layout — N unique lines, each one `idcar decode` accepts, and a
-//! one-line error with exit status 1 for a socket that does not exist.
+//! README's test command) covers them. Each suite runs the way its ecosystem runs it, against
+//! real `idcar serve` processes it starts from `$IDCAR_BIN`:
 //!
-//! Toolchains (python3, go, node, javac) come from tests/ensure-deps.sh. The four run one at a
-//! time: their suites have timing assertions (retry deadlines) and the machine is small.
+//! - Rust: `cargo test -p idcar-client --all-features` (its own target directory);
+//! - Python: clients/python/run-tests.sh (a fresh venv, `pip install`, `mypy --strict`,
+//!   unittest on the installed package);
+//! - Go: `go vet ./...` and `go test -race ./...` (offline: no modules to fetch);
+//! - Node.js: `npm ci` (the pinned TypeScript of the test tooling), then `npm test`, which also
+//!   installs the `npm pack` tarball into an empty project, requires, imports and type-checks it;
+//! - Java: `mvn -o package` against Debian's Maven repository (JUnit 5 tests, then the jar).
+//!
+//! Every suite also runs its README's example. Then the uniform `fetch` example against a
+//! server of every layout: N unique lines, each one `idcar decode` accepts, and a one-line error
+//! with exit status 1 for a socket that does not exist and for bad flags.
+//!
+//! Toolchains come from tests/ensure-deps.sh; the pinned test tools (mypy, TypeScript) from
+//! PyPI and npm. The suites run one at a time: they have timing assertions (retry deadlines)
+//! and the machine is small.
 
 mod common;
 
@@ -102,23 +113,52 @@ fn strings(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
 }
 
+/// The Rust crate's own suite (`cargo test -p idcar-client`, every feature), in a target
+/// directory of its own: this test runs inside a `cargo test` that holds the main one.
+fn cargo(args: &[&str]) -> Command {
+    let mut c = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    c.args(args).current_dir(repo()).env(
+        "CARGO_TARGET_DIR",
+        repo().join("target/test-tools/rust-client"),
+    );
+    c
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rust_client() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    suite(
+        "cargo test -p idcar-client",
+        &mut cargo(&["test", "-p", "idcar-client", "--all-features"]),
+        Duration::from_secs(900),
+    );
+    suite(
+        "cargo build fetch",
+        &mut cargo(&["build", "-p", "idcar-client", "--example", "fetch"]),
+        Duration::from_secs(300),
+    );
+    let bin = repo().join("target/test-tools/rust-client/debug/examples/fetch");
+    fetch_agrees(&[bin.to_string_lossy().into_owned()]).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_client() {
     let _one = ONE_AT_A_TIME.lock().await;
+    // A fresh venv, `pip install clients/python`, `mypy --strict`, then unittest against the
+    // installed package (clients/python/run-tests.sh).
     suite(
-        "python unittest",
-        Command::new(tool("python3")).current_dir(repo()).args([
-            "-m",
-            "unittest",
-            "discover",
-            "-s",
-            "clients/python/tests",
-            "-t",
-            "clients/python",
-        ]),
-        Duration::from_secs(300),
+        "python (pip install, mypy --strict, unittest)",
+        Command::new("bash")
+            .current_dir(repo())
+            .arg("clients/python/run-tests.sh"),
+        Duration::from_secs(600),
     );
-    fetch_agrees(&strings(&["python3", "clients/python/examples/fetch.py"])).await;
+    let python = repo().join("target/test-tools/python-client-venv/bin/python");
+    fetch_agrees(&[
+        python.to_string_lossy().into_owned(),
+        "clients/python/examples/fetch.py".into(),
+    ])
+    .await;
 }
 
 /// Go's caches stay inside target/, and nothing is fetched from the network.
@@ -137,9 +177,15 @@ fn go(args: &[&str]) -> Command {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn go_client() {
     let _one = ONE_AT_A_TIME.lock().await;
+    let dir = repo().join("clients/go");
     suite(
-        "go test",
-        go(&["test", "-count=1", "./..."]).current_dir(repo().join("clients/go")),
+        "go vet",
+        go(&["vet", "./..."]).current_dir(&dir),
+        Duration::from_secs(300),
+    );
+    suite(
+        "go test -race",
+        go(&["test", "-race", "-count=1", "./..."]).current_dir(&dir),
         Duration::from_secs(600),
     );
     // Built once, then run like `go run ./examples/fetch` would.
@@ -153,36 +199,59 @@ async fn go_client() {
     fetch_agrees(&[bin.to_string_lossy().into_owned()]).await;
 }
 
+/// npm with its cache inside target/.
+fn npm(args: &[&str]) -> Command {
+    let mut c = Command::new(tool("npm"));
+    c.args(args)
+        .current_dir(repo().join("clients/node"))
+        .env(
+            "npm_config_cache",
+            repo().join("target/test-tools/npm-cache"),
+        )
+        .env("npm_config_update_notifier", "false");
+    c
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_client() {
     let _one = ONE_AT_A_TIME.lock().await;
+    // The pinned test tooling (typescript, @types/node) from package-lock.json, then the suite
+    // and the check of the package as `npm pack` makes it (clients/node/test/pack.test.js).
     suite(
-        "node --test",
-        Command::new(tool("node"))
-            .current_dir(repo())
-            .args(["--test", "clients/node/test/"]),
+        "npm ci",
+        &mut npm(&["ci", "--no-audit", "--no-fund"]),
         Duration::from_secs(300),
     );
+    suite("npm test", &mut npm(&["test"]), Duration::from_secs(600));
     fetch_agrees(&strings(&["node", "clients/node/examples/fetch.js"])).await;
+}
+
+/// Maven offline against Debian's Maven repository (the `debian-maven-repo` profile of
+/// clients/java/pom.xml pins the plugin versions Debian ships).
+fn mvn(args: &[&str]) -> Command {
+    let mut c = Command::new(tool("mvn"));
+    c.args(["-o", "-B", "-Dmaven.repo.local=/usr/share/maven-repo"])
+        .args(args)
+        .current_dir(repo().join("clients/java"));
+    c
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn java_client() {
     let _one = ONE_AT_A_TIME.lock().await;
+    // `mvn package` runs the JUnit 5 suite (`mvn test`), then makes the jar.
     suite(
-        "java tests",
-        Command::new("bash")
-            .current_dir(repo())
-            .arg("clients/java/test.sh"),
-        Duration::from_secs(600),
+        "mvn package",
+        &mut mvn(&["package"]),
+        Duration::from_secs(900),
     );
-    let jar = repo().join("clients/java/build/idcar-client.jar");
-    assert!(jar.exists(), "test.sh builds {}", jar.display());
+    let jar = repo().join("clients/java/target/idcar-client-0.1.0.jar");
+    assert!(jar.exists(), "mvn package makes {}", jar.display());
     fetch_agrees(&[
         tool("java").to_string_lossy().into_owned(),
         "-cp".into(),
         jar.to_string_lossy().into_owned(),
-        "dev.idcar.client.examples.Fetch".into(),
+        "clients/java/examples/Fetch.java".into(),
     ])
     .await;
 }

@@ -10,8 +10,12 @@
 #   setpriv                Debian package util-linux      the socket-permission test (other uids)
 #   libfaketime            Debian package faketime        the frozen-clock test; the campaign's clock steps
 #   ip, nft                iproute2, nftables             the fault campaign's namespaces and partitions
-#   go, node, javac        golang-go, nodejs,             the client libraries' tests (clients/)
-#                          default-jdk-headless
+#   go, gcc, node, npm,    golang-go, gcc (go test -race), the client libraries' tests (clients/),
+#   javac, mvn             nodejs, npm, default-jdk-headless, each the way its ecosystem runs them
+#                          maven, junit5, libsurefire-java,  (mvn test offline: -o
+#                          libmaven-{compiler,resources,jar}-plugin-java  -Dmaven.repo.local=/usr/share/maven-repo)
+#   mypy, typescript       PyPI / npm, pinned, by the clients' own test scripts (clients/python/
+#                          requirements-test.txt, clients/node/package-lock.json)
 #   kubernetes-validate    PyPI, pinned, in the venv      manifests against Kubernetes schemas
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -47,8 +51,16 @@ command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 PATH="$PATH:/usr/sbin:/sbin" command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 PATH="$PATH:/usr/sbin:/sbin" command -v nft >/dev/null 2>&1 || missing+=(nftables)
 command -v go >/dev/null 2>&1 || missing+=(golang-go)
+command -v gcc >/dev/null 2>&1 || missing+=(gcc)
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 command -v javac >/dev/null 2>&1 || missing+=(default-jdk-headless)
+command -v mvn >/dev/null 2>&1 || missing+=(maven)
+# The Java client's `mvn test` runs offline against Debian's Maven repository.
+for pkg in junit5 libsurefire-java libmaven-compiler-plugin-java libmaven-resources-plugin-java \
+  libmaven-jar-plugin-java; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'ok installed' || missing+=("$pkg")
+done
 command -v python3 >/dev/null 2>&1 || missing+=(python3)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
 if [ ${#missing[@]} -gt 0 ]; then
@@ -59,7 +71,9 @@ echo "promtool: $(promtool --version 2>&1 | head -1)"
 echo "yamllint: $(yamllint --version)"
 echo "go: $(go version)"
 echo "node: $(node --version)"
+echo "npm: $(npm --version)"
 echo "javac: $(javac -version 2>&1)"
+echo "mvn: $(mvn --version 2>&1 | head -1)"
 
 venv=target/test-tools/venv
 want_kv=1.37.0

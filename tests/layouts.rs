@@ -242,11 +242,11 @@ async fn sno80_static_end_to_end() {
     let layout = idcar::layout::by_name("sno80", Default::default()).unwrap();
     let start = now_ms();
     let mut b = a.binary().await;
-    let opts = idcar::layout::RequestOptions {
+    let opts = idcar_client::RequestOptions {
         meta: Some(7),
         transaction: false,
     };
-    b.send_with_options(1_000, &opts).await.unwrap();
+    b.send_with(1_000, &opts).await.unwrap();
     let got = b.recv().await.unwrap();
     assert_eq!((got.width, got.len()), (10, 1_000));
     let mut seen = HashSet::new();
@@ -393,11 +393,11 @@ async fn muid128_static_end_to_end() {
     // Within the lead of 1 ms ahead of the wall clock.
     assert!(last <= (now_ms() + 2) * 1_000, "{last}");
     let mut b = a.binary().await;
-    let tx = idcar::layout::RequestOptions {
+    let tx = idcar_client::RequestOptions {
         meta: None,
         transaction: true,
     };
-    b.send_with_options(300, &tx).await.unwrap();
+    b.send_with(300, &tx).await.unwrap();
     let t = b.recv().await.unwrap();
     assert_eq!(t.len(), 300);
     let ts: HashSet<u64> = t
@@ -525,7 +525,7 @@ async fn probed_slot_taken_over_after_a_crash_waits_past_the_mark() {
             "1",
         ];
         let layout = idcar::layout::by_name(name, Default::default()).unwrap();
-        let times = |ids: &idcar::client::Ids| -> Vec<u64> {
+        let times = |ids: &idcar_client::Ids| -> Vec<u64> {
             ids.iter()
                 .map(|id| u(&fields(&*layout, id), time_field))
                 .collect()

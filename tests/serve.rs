@@ -3,9 +3,8 @@
 mod common;
 
 use common::*;
-use idcar::client::ClientError;
 use idcar::layout::lable64::Fields;
-use idcar::server::frame::Status;
+use idcar_client::Error as ClientError;
 use nix::sys::signal::Signal;
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
@@ -29,7 +28,9 @@ async fn eight_clients_one_million_unique_ids() {
         tasks.push(tokio::spawn(async move {
             let mut ids: Vec<u64> = Vec::with_capacity(PER_CLIENT);
             if c % 2 == 0 {
-                let mut b = idcar::client::BinaryClient::connect(&socket).await.unwrap();
+                let mut b = idcar_client::tokio::Connection::connect(&socket)
+                    .await
+                    .unwrap();
                 while ids.len() < PER_CLIENT {
                     let got = b.ids(BATCH).await.expect("batch");
                     assert_eq!(got.len(), BATCH as usize);
@@ -232,10 +233,7 @@ async fn bad_input_gets_clear_errors_and_server_keeps_serving() {
     ] {
         b.send_raw(&raw).await.unwrap();
         match b.recv().await {
-            Err(ClientError::Refused {
-                status: Status::BadRequest,
-                reason,
-            }) => {
+            Err(ClientError::BadRequest(reason)) => {
                 assert!(reason.contains(says), "{reason}")
             }
             other => panic!("{raw:?}: {other:?}"),
@@ -247,7 +245,7 @@ async fn bad_input_gets_clear_errors_and_server_keeps_serving() {
         "connection survives framed errors"
     );
     b.send_raw(&[0xD1, 0x01, 0xff, 0xff]).await.unwrap();
-    assert!(matches!(b.recv().await, Err(ClientError::Refused { .. })));
+    assert!(matches!(b.recv().await, Err(ClientError::BadRequest(_))));
     assert!(
         b.recv().await.is_err(),
         "oversized payload closes the connection"

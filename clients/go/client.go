@@ -212,13 +212,25 @@ func (c *Client) Close() error {
 	if c.pf != nil {
 		c.pf.close()
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for i, n := 0, len(c.pool); i < n; i++ {
-		if cn := <-c.pool; cn != nil {
-			cn.close()
+	// Close the idle connections, without blocking: a connection in use is closed by its
+	// release, which sees closed (set above under mu, and release pushes under mu, so no
+	// open connection can enter the pool from now on). Holding mu or waiting for a token
+	// here would deadlock with a caller that holds a token and needs mu to release it.
+	taken := 0
+drain:
+	for i := cap(c.pool); i > 0; i-- {
+		select {
+		case cn := <-c.pool:
+			if cn != nil {
+				cn.close()
+			}
+			taken++
+		default:
+			break drain
 		}
-		c.pool <- nil
+	}
+	for ; taken > 0; taken-- {
+		c.pool <- nil // wakes callers waiting in acquire, which then see ErrClosed
 	}
 	return nil
 }

@@ -50,27 +50,40 @@ type server struct {
 // 10 s) until it answers a describe request; it is stopped when the test ends.
 func startServer(t *testing.T, layout string, extra ...string) *server {
 	t.Helper()
-	s := &server{t: t, bin: idcarBin(t), dir: t.TempDir()}
-	s.sock = filepath.Join(s.dir, "s.sock")
-	s.args = append([]string{"serve", "--socket", s.sock, "--state-file", filepath.Join(s.dir, "state"),
-		"--admin-addr", "none", "--log", "warn", "--layout", layout}, extra...)
+	s := newServer(idcarBin(t), t.TempDir(), layout, extra...)
+	s.t = t
 	t.Cleanup(s.stop)
 	s.start()
 	return s
 }
 
+// newServer prepares (does not start) `$IDCAR_BIN serve` of the layout in dir.
+func newServer(bin, dir, layout string, extra ...string) *server {
+	s := &server{bin: bin, dir: dir, sock: filepath.Join(dir, "s.sock")}
+	s.args = append([]string{"serve", "--socket", s.sock, "--state-file", filepath.Join(dir, "state"),
+		"--admin-addr", "none", "--log", "warn", "--layout", layout}, extra...)
+	return s
+}
+
 func (s *server) start() {
 	s.t.Helper()
+	if err := s.launch(); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// launch starts the process and waits (at most 10 s) until it answers a describe request.
+func (s *server) launch() error {
 	logf, err := os.OpenFile(filepath.Join(s.dir, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		s.t.Fatal(err)
+		return err
 	}
 	cmd := exec.Command(s.bin, s.args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	err = cmd.Start()
 	logf.Close()
 	if err != nil {
-		s.t.Fatalf("cannot start %s: %v", s.bin, err)
+		return fmt.Errorf("cannot start %s: %v", s.bin, err)
 	}
 	s.cmd, s.exited = cmd, make(chan struct{})
 	exited := s.exited
@@ -79,15 +92,16 @@ func (s *server) start() {
 	for !describes(s.sock) {
 		select {
 		case <-exited:
-			s.t.Fatalf("idcar serve exited (%v) before answering:\n%s", s.err, s.log())
+			return fmt.Errorf("idcar serve exited (%v) before answering:\n%s", s.err, s.log())
 		default:
 		}
 		if time.Now().After(deadline) {
 			s.stop()
-			s.t.Fatalf("idcar serve did not answer a describe request within 10 s:\n%s", s.log())
+			return fmt.Errorf("idcar serve did not answer a describe request within 10 s:\n%s", s.log())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	return nil
 }
 
 // stop sends SIGTERM and waits for the exit (SIGKILL after 10 s).
@@ -531,39 +545,69 @@ func TestPrefetchDropsOldIDs(t *testing.T) {
 
 func TestCloseWhileBusy(t *testing.T) {
 	s := startServer(t, "lable64")
-	c := dial(t, idcar.Options{Socket: s.sock, Prefetch: 100})
-	ctx := bounded(t, 30*time.Second)
-	var u uniq
-	var wg sync.WaitGroup
-	errs := make(chan error, 4)
-	for w := 0; w < 4; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				id, err := c.Next(ctx)
-				if err != nil {
-					errs <- err
-					return
-				}
-				u.add(id)
-			}
-		}()
-	}
-	time.Sleep(100 * time.Millisecond)
-	start := time.Now()
-	c.Close()
-	wg.Wait()
-	if el := time.Since(start); el > 5*time.Second {
-		t.Fatalf("callers returned %v after Close", el)
-	}
-	close(errs)
-	for err := range errs {
-		if !errors.Is(err, idcar.ErrClosed) {
-			t.Fatalf("after Close: %v, want ErrClosed", err)
+	// busy runs workers calling Next until it fails, closes the client after pause, and
+	// checks that Close and every caller return promptly, with ErrClosed, and that no ID
+	// was handed out twice.
+	busy := func(t *testing.T, opts idcar.Options, workers int, pause time.Duration) {
+		t.Helper()
+		c, err := idcar.Dial(opts)
+		if err != nil {
+			t.Fatalf("Dial: %v", err)
 		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		var u uniq
+		var wg sync.WaitGroup
+		errs := make(chan error, workers)
+		for w := 0; w < workers; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					id, err := c.Next(ctx)
+					if err != nil {
+						errs <- err
+						return
+					}
+					u.add(id)
+				}
+			}()
+		}
+		time.Sleep(pause)
+		start := time.Now()
+		closed := make(chan struct{})
+		go func() { c.Close(); close(closed) }()
+		select {
+		case <-closed:
+		case <-time.After(5 * time.Second):
+			t.Fatal("Close did not return within 5 s while calls were running")
+		}
+		wg.Wait()
+		if el := time.Since(start); el > 5*time.Second {
+			t.Fatalf("callers returned %v after Close", el)
+		}
+		close(errs)
+		for err := range errs {
+			if !errors.Is(err, idcar.ErrClosed) {
+				t.Fatalf("after Close: %v, want ErrClosed", err)
+			}
+		}
+		u.check(t, len(u.seen))
 	}
-	u.check(t, len(u.seen))
+	t.Run("prefetch=100", func(t *testing.T) {
+		busy(t, idcar.Options{Socket: s.sock, Prefetch: 100}, 4, 100*time.Millisecond)
+	})
+	t.Run("prefetch=0", func(t *testing.T) {
+		busy(t, idcar.Options{Socket: s.sock}, 8, 100*time.Millisecond)
+	})
+	// Close racing callers that take and give back connection tokens (one connection, so
+	// the pool is mostly empty): Close once waited for a token while holding the lock
+	// the caller needed to give it back.
+	t.Run("repeated", func(t *testing.T) {
+		for r := 0; r < 300; r++ {
+			busy(t, idcar.Options{Socket: s.sock, Conns: 1}, 8, time.Duration(r%5)*50*time.Microsecond)
+		}
+	})
 }
 
 // ---- fake servers: bad answers are errors, never hangs ----

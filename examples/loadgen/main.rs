@@ -38,7 +38,8 @@ mod latency;
 mod neighbour;
 
 use clap::Parser;
-use idcar::client::{BinaryClient, HttpClient};
+use idcar::client::HttpClient;
+use idcar_client::tokio::Connection as BinaryClient;
 use latency::{args_latency, latency, Binary, Echo, OneRequest};
 use neighbour::Spawned;
 use std::path::{Path, PathBuf};

@@ -5,7 +5,8 @@ pub mod etcd;
 pub mod proxy;
 pub mod zk;
 
-use idcar::client::{BinaryClient, HttpClient};
+use idcar::client::HttpClient;
+use idcar_client::tokio::Connection as BinaryClient;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use std::path::{Path, PathBuf};
@@ -230,7 +231,7 @@ impl Idcar {
     }
 
     /// Takes `n` IDs (binary protocol, one request) as u64s.
-    pub async fn take(&self, n: u32) -> Result<Vec<u64>, idcar::client::ClientError> {
+    pub async fn take(&self, n: u32) -> Result<Vec<u64>, idcar_client::Error> {
         let mut b = self.binary().await;
         let ids = b.ids(n).await?;
         Ok(ids
@@ -387,11 +388,15 @@ pub fn tool(name: &str) -> PathBuf {
 }
 
 /// Runs `cmd` to completion (bounded by `limit`): (success, stdout + stderr).
+/// The tool runs in a process group of its own: on a time-out the whole group is killed (a
+/// suite's servers and test processes with it), not only the tool.
 pub fn run_tool(cmd: &mut Command, limit: Duration) -> (bool, String) {
     // Output goes to files, not pipes: a chatty tool cannot block on a full pipe.
     let dir = tempfile::tempdir().unwrap();
     let (out, err) = (dir.path().join("out"), dir.path().join("err"));
+    use std::os::unix::process::CommandExt;
     let mut child = cmd
+        .process_group(0)
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(&out).unwrap())
         .stderr(std::fs::File::create(&err).unwrap())
@@ -403,7 +408,7 @@ pub fn run_tool(cmd: &mut Command, limit: Duration) -> (bool, String) {
             break st;
         }
         if Instant::now() > deadline {
-            let _ = child.kill();
+            let _ = nix::sys::signal::killpg(Pid::from_raw(child.id() as i32), Signal::SIGKILL);
             let _ = child.wait();
             panic!("{cmd:?} did not finish in {limit:?}");
         }

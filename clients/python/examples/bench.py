@@ -2,19 +2,18 @@
 """IDs per second through the Python client: single calls, then with prefetch 1000.
 
     python3 clients/python/examples/bench.py --socket /tmp/idcar.sock --seconds 3
+
+Uses the installed ``idcar`` package (``pip install ./clients/python``).
 """
 
 import argparse
-import os
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-import idcar  # noqa: E402
+import idcar
 
 
-def rate(client, seconds):
+def rate(client: idcar.Client, seconds: float) -> float:
     n, end = 0, time.monotonic() + seconds
     start = time.monotonic()
     while time.monotonic() < end:
@@ -24,16 +23,18 @@ def rate(client, seconds):
     return n / (time.monotonic() - start)
 
 
-def main():
+def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--socket")
     p.add_argument("--seconds", type=float, default=3.0)
     a = p.parse_args()
+    socket: str | None = a.socket
+    seconds: float = a.seconds
     try:
-        with idcar.Client(a.socket) as c:
-            print(f"single {rate(c, a.seconds):.0f}")
-        with idcar.Client(a.socket, prefetch=1000) as c:
-            print(f"prefetch {rate(c, a.seconds):.0f}")
+        with idcar.Client(socket) as c:
+            print(f"single {rate(c, seconds):.0f}")
+        with idcar.Client(socket, prefetch=1000) as c:
+            print(f"prefetch {rate(c, seconds):.0f}")
     except idcar.IdcarError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

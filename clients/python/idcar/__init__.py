@@ -4,17 +4,24 @@
 >>> with idcar.Client() as c:          # IDCAR_SOCKET or /tmp/idcar.sock
 ...     i = c.next_id()                  # an int (lable64, ugd60, si53) or bytes (sno80, muid128)
 ...     print(c.text(i), c.decode(i)["time"])
+
+Typed (PEP 561: the package ships ``py.typed``); checked with ``mypy --strict``.
 """
 
 from ._aio import AsyncClient
 from ._client import (
     DEFAULT_SOCKET, BadRequestError, Client, ConnectError, Description, IdcarError,
-    ProtocolError, UnavailableError,
+    ProtocolError, SocketPath, UnavailableError,
 )
-from ._layouts import LayoutError, decode, text
+from ._layouts import (
+    Fields, Id, Lable64Fields, Layout, LayoutError, Muid128Fields, Si53Fields, Sno80Fields,
+    Ugd60Fields, decode, text,
+)
 
 __all__ = [
     "AsyncClient", "BadRequestError", "Client", "ConnectError", "DEFAULT_SOCKET", "Description",
-    "IdcarError", "LayoutError", "ProtocolError", "UnavailableError", "decode", "text",
+    "Fields", "Id", "IdcarError", "Lable64Fields", "Layout", "LayoutError", "Muid128Fields",
+    "ProtocolError", "Si53Fields", "Sno80Fields", "SocketPath", "Ugd60Fields",
+    "UnavailableError", "decode", "text",
 ]
 __version__ = "0.1.0"

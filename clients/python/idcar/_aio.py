@@ -3,12 +3,17 @@
 import asyncio
 import json
 import time
+from types import TracebackType
+from typing import Self
 
 from . import _layouts
 from ._client import (
-    _DESCRIBE, CHUNK, Description, IdcarError, ProtocolError, _Buffer, _Retry, answer,
-    failure, get_ids_frame, ids_of, parse_header, socket_path,
+    _DESCRIBE, CHUNK, Description, IdcarError, ProtocolError, SocketPath, _Buffer, _Retry,
+    _no_description, answer, failure, get_ids_frame, ids_of, parse_header, socket_path,
 )
+from ._layouts import Fields, Id
+
+_Conn = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 
 
 class AsyncClient:
@@ -18,25 +23,31 @@ class AsyncClient:
     muid128. With ``prefetch=K`` IDs come from a buffer refilled by a background task.
     """
 
-    def __init__(self, socket=None, *, timeout=5.0, retry_deadline=5.0, prefetch=0,
-                 low_water=None, max_age=1.0):
+    path: str
+    timeout: float
+    retry_deadline: float
+
+    def __init__(self, socket: SocketPath | None = None, *, timeout: float = 5.0,
+                 retry_deadline: float = 5.0, prefetch: int = 0, low_water: int | None = None,
+                 max_age: float = 1.0) -> None:
         self.path = socket_path(socket)
         self.timeout = timeout
         self.retry_deadline = retry_deadline
         self._lock = asyncio.Lock()
-        self._conn = None
-        self._desc = None
+        self._conn: _Conn | None = None
+        self._desc: Description | None = None
         self._closed = False
         self._buf = _Buffer(prefetch, low_water, max_age) if prefetch > 0 else None
-        self._refill_task = None
+        self._refill_task: asyncio.Task[None] | None = None
 
-    async def __aenter__(self):
+    async def __aenter__(self) -> Self:
         return self
 
-    async def __aexit__(self, *exc):
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
         await self.close()
 
-    async def close(self):
+    async def close(self) -> None:
         """Closes the connection, stops the refill and drops prefetched IDs."""
         self._closed = True
         if self._refill_task:
@@ -46,13 +57,13 @@ class AsyncClient:
         async with self._lock:
             self._drop()
 
-    def _drop(self):
+    def _drop(self) -> None:
         if self._conn is not None:
             self._conn[1].close()
             self._conn = None
 
-    async def _exchange(self, frame):
-        reader, writer = self._conn
+    async def _exchange(self, conn: _Conn, frame: bytes) -> tuple[int, int, bytes]:
+        reader, writer = conn
         writer.write(frame)
         await writer.drain()
         head = await reader.readexactly(8)
@@ -60,22 +71,22 @@ class AsyncClient:
         status, w, length = parse_header(head, width)
         return status, w, await reader.readexactly(length)
 
-    async def _connect(self):
-        self._conn = await asyncio.open_unix_connection(self.path)
-        status, _w, payload = await self._exchange(_DESCRIBE)
+    async def _connect(self) -> _Conn:
+        conn = self._conn = await asyncio.open_unix_connection(self.path)
+        status, _w, payload = await self._exchange(conn, _DESCRIBE)
         if status != 0:
             raise ProtocolError(f"describe refused: {payload.decode(errors='replace')}")
         try:
             self._desc = Description(json.loads(payload))
-        except (ValueError, KeyError) as e:
+        except (ValueError, KeyError, TypeError) as e:
             raise ProtocolError(f"bad describe answer: {e}") from None
+        return conn
 
-    async def _once(self, frame):
-        if self._conn is None:
-            await self._connect()
-        return await self._exchange(frame)
+    async def _once(self, frame: bytes) -> tuple[int, int, bytes]:
+        conn = self._conn if self._conn is not None else await self._connect()
+        return await self._exchange(conn, frame)
 
-    async def _call(self, frame):
+    async def _call(self, frame: bytes) -> tuple[int, bytes]:
         if self._closed:
             raise IdcarError("the client is closed")
         retry = _Retry(self.retry_deadline)
@@ -88,63 +99,71 @@ class AsyncClient:
                     self._drop()
                     last = failure(e, self.path, self.timeout, (asyncio.TimeoutError,))
                 else:
-                    last = answer(status, payload)
-                    if isinstance(last, bytes):
-                        return width, last
+                    got = answer(status, payload)
+                    if isinstance(got, bytes):
+                        return width, got
+                    last = got
             pause = retry.pause()
             if pause is None:
                 raise last
             await asyncio.sleep(pause)
 
-    async def describe(self):
+    async def describe(self) -> Description:
+        """The server's layout, width, default text form and parameters."""
         if self._desc is None:
             await self._call(_DESCRIBE)
-        return self._desc
+        return self._desc or _no_description()
 
-    async def _fetch(self, n):
-        out = []
+    async def _fetch(self, n: int) -> list[Id]:
+        out: list[Id] = []
         while len(out) < n:
             count = min(CHUNK, n - len(out))
             width, payload = await self._call(get_ids_frame(count))
             out.extend(ids_of(width, payload, count))
         return out
 
-    async def ids(self, n):
+    async def ids(self, n: int) -> list[Id]:
+        """``n`` IDs (n >= 1), in one or more requests of at most 1,000."""
         if not isinstance(n, int) or n < 1:
             raise ValueError("n must be a positive integer")
         if self._buf is None:
             return await self._fetch(n)
         return [await self.next_id() for _ in range(n)]
 
-    async def next_id(self):
-        if self._buf is None:
+    async def next_id(self) -> Id:
+        """One ID: from the prefetch buffer when on (refilled by a background task), else
+        fetched. An ``int`` for lable64, ugd60 and si53; ``bytes`` for sno80 and muid128."""
+        buf = self._buf
+        if buf is None:
             return (await self._fetch(1))[0]
-        got = self._buf.take(time.monotonic())
-        if self._buf.wants_refill() and not self._closed:
-            self._buf.refilling = True
-            self._refill_task = asyncio.ensure_future(self._refill())
+        got = buf.take(time.monotonic())
+        if buf.wants_refill() and not self._closed:
+            buf.refilling = True
+            self._refill_task = asyncio.ensure_future(self._refill(buf))
         return got if got is not None else (await self._fetch(1))[0]
 
-    async def _refill(self):
+    async def _refill(self, buf: _Buffer) -> None:
         try:
-            want = self._buf.size - len(self._buf.items)
+            want = buf.size - len(buf.items)
             while want > 0 and not self._closed:
                 # Stamped when asked for: the age bound holds however long the answer took.
                 count = min(CHUNK, want)
                 asked = time.monotonic()
                 width, payload = await self._call(get_ids_frame(count))
                 if not self._closed:
-                    self._buf.add(ids_of(width, payload, count), asked)
+                    buf.add(ids_of(width, payload, count), asked)
                 want -= count
         except IdcarError:
             pass  # callers fetch directly and see the error themselves
         finally:
-            self._buf.refilling = False
+            buf.refilling = False
 
-    async def text(self, id_):
+    async def text(self, id_: Id) -> str:
+        """The ID in the server's default text form."""
         d = await self.describe()
         return _layouts.text(d.layout, id_, d.params)
 
-    async def decode(self, id_):
+    async def decode(self, id_: Id) -> Fields:
+        """The ID's fields, as ``idcar decode --json`` prints them."""
         d = await self.describe()
         return _layouts.decode(d.layout, id_, d.params)

@@ -9,14 +9,21 @@ import socket as _socket
 import struct
 import threading
 import time
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any, Final, NoReturn, Self
 
 from . import _layouts
+from ._layouts import Fields, Id
 
-MAGIC = 0xD1
-DEFAULT_SOCKET = "/tmp/idcar.sock"
+MAGIC: Final = 0xD1
+DEFAULT_SOCKET: Final = "/tmp/idcar.sock"
 #: Largest count sent in one request (servers accept at least 1,000; larger asks are split).
-CHUNK = 1000
-_DESCRIBE = bytes([MAGIC, 2, 0, 0])
+CHUNK: Final = 1000
+_DESCRIBE: Final = bytes([MAGIC, 2, 0, 0])
+
+#: What a socket path may be given as: a str or an ``os.PathLike`` (e.g. ``pathlib.Path``).
+SocketPath = str | os.PathLike[str]
 
 
 class IdcarError(Exception):
@@ -42,26 +49,32 @@ class ProtocolError(IdcarError):
 class Description:
     """What a server told about itself: layout, ID width, default text form, parameters."""
 
-    def __init__(self, data):
-        self.layout = data["layout"]
-        self.width = int(data["width"])
-        self.form = data.get("form", "")
-        self.params = dict(data.get("params", {}))
+    layout: str
+    width: int
+    form: str
+    params: dict[str, str]
 
-    def __repr__(self):
+    def __init__(self, data: Mapping[str, Any]) -> None:
+        """From the describe answer's JSON object."""
+        self.layout = str(data["layout"])
+        self.width = int(data["width"])
+        self.form = str(data.get("form", ""))
+        self.params = {str(k): str(v) for k, v in dict(data.get("params", {})).items()}
+
+    def __repr__(self) -> str:
         return f"Description(layout={self.layout!r}, width={self.width}, form={self.form!r})"
 
 
-def socket_path(socket=None):
+def socket_path(socket: SocketPath | None = None) -> str:
     """The socket to use: the argument, else ``IDCAR_SOCKET``, else the server's default."""
-    return socket or os.environ.get("IDCAR_SOCKET") or DEFAULT_SOCKET
+    return os.fspath(socket or os.environ.get("IDCAR_SOCKET") or DEFAULT_SOCKET)
 
 
-def get_ids_frame(count):
+def get_ids_frame(count: int) -> bytes:
     return struct.pack(">BBHI", MAGIC, 1, 4, count)
 
 
-def parse_header(head, described_width=None):
+def parse_header(head: bytes, described_width: int | None = None) -> tuple[int, int, int]:
     """(status, width, length) of an 8-byte response header; ProtocolError if malformed."""
     magic, status, width, _reserved, length = struct.unpack(">BBBBI", head)
     if magic != MAGIC:
@@ -75,17 +88,17 @@ def parse_header(head, described_width=None):
     return status, width, length
 
 
-def split_ids(width, payload):
+def split_ids(width: int, payload: bytes) -> list[Id]:
     """The IDs of an ok payload: ints for 8-byte layouts, else bytes."""
     if width == 0 or len(payload) % width:
         raise ProtocolError(f"payload of {len(payload)} bytes is not a multiple of width {width}")
     chunks = [payload[i : i + width] for i in range(0, len(payload), width)]
     if width == 8:
         return [int.from_bytes(c, "big") for c in chunks]
-    return chunks
+    return list(chunks)
 
 
-def answer(status, payload):
+def answer(status: int, payload: bytes) -> bytes | IdcarError:
     """An ok payload; raises BadRequestError (never retried); or the UnavailableError to retry."""
     reason = payload.decode(errors="replace")
     if status == 0:
@@ -95,7 +108,7 @@ def answer(status, payload):
     return UnavailableError(f"idcar unavailable: {reason}")
 
 
-def ids_of(width, payload, count):
+def ids_of(width: int, payload: bytes, count: int) -> list[Id]:
     """The ``count`` IDs of a get-IDs payload."""
     got = split_ids(width, payload)
     if len(got) != count:
@@ -103,7 +116,8 @@ def ids_of(width, payload, count):
     return got
 
 
-def failure(e, path, timeout, timeouts=(_socket.timeout,)):
+def failure(e: BaseException, path: str, timeout: float,
+            timeouts: tuple[type[BaseException], ...] = (_socket.timeout,)) -> IdcarError:
     """What a failed exchange means, for both clients: raises what must not be retried (a
     timeout, a protocol error, permission denied), returns the error to retry on."""
     if isinstance(e, timeouts):
@@ -123,11 +137,11 @@ def failure(e, path, timeout, timeouts=(_socket.timeout,)):
 class _Retry:
     """Exponential backoff (10 ms doubling up to 200 ms) until a deadline."""
 
-    def __init__(self, deadline_s):
+    def __init__(self, deadline_s: float) -> None:
         self.end = time.monotonic() + max(deadline_s, 0)
         self.delay = 0.01
 
-    def pause(self):
+    def pause(self) -> float | None:
         """Seconds to sleep before the next try, or None when the deadline has passed."""
         left = self.end - time.monotonic()
         if left <= 0:
@@ -140,22 +154,22 @@ class _Retry:
 class _Buffer:
     """Prefetched IDs with their fetch time; handed out once, dropped past ``max_age``."""
 
-    def __init__(self, size, low_water, max_age):
+    def __init__(self, size: int, low_water: int | None, max_age: float) -> None:
         self.size = size
         self.low_water = size // 4 if low_water is None else low_water
         self.max_age = max_age
-        self.items = collections.deque()
+        self.items: collections.deque[tuple[Id, float]] = collections.deque()
         self.refilling = False
 
-    def take(self, now):
+    def take(self, now: float) -> Id | None:
         while self.items and now - self.items[0][1] > self.max_age:
             self.items.popleft()
         return self.items.popleft()[0] if self.items else None
 
-    def wants_refill(self):
+    def wants_refill(self) -> bool:
         return not self.refilling and len(self.items) <= self.low_water
 
-    def add(self, ids, at):
+    def add(self, ids: list[Id], at: float) -> None:
         self.items.extend((i, at) for i in ids)
 
 
@@ -168,25 +182,31 @@ class Client:
     background (see the README for the trade-off).
     """
 
-    def __init__(self, socket=None, *, timeout=5.0, retry_deadline=5.0, prefetch=0,
-                 low_water=None, max_age=1.0):
+    path: str
+    timeout: float
+    retry_deadline: float
+
+    def __init__(self, socket: SocketPath | None = None, *, timeout: float = 5.0,
+                 retry_deadline: float = 5.0, prefetch: int = 0, low_water: int | None = None,
+                 max_age: float = 1.0) -> None:
         self.path = socket_path(socket)
         self.timeout = timeout
         self.retry_deadline = retry_deadline
         self._lock = threading.Lock()
-        self._sock = None
-        self._desc = None
+        self._sock: _socket.socket | None = None
+        self._desc: Description | None = None
         self._closed = False
         self._buf = _Buffer(prefetch, low_water, max_age) if prefetch > 0 else None
         self._buf_lock = threading.Lock()
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         self.close()
 
-    def close(self):
+    def close(self) -> None:
         """Closes the connection and drops prefetched IDs."""
         self._closed = True
         with self._buf_lock:
@@ -197,30 +217,31 @@ class Client:
 
     # -- connection ---------------------------------------------------------------------
 
-    def _drop(self):
+    def _drop(self) -> None:
         if self._sock is not None:
             try:
                 self._sock.close()
             finally:
                 self._sock = None
 
-    def _read_exact(self, n):
+    @staticmethod
+    def _read_exact(sock: _socket.socket, n: int) -> bytes:
         data = bytearray()
         while len(data) < n:
-            chunk = self._sock.recv(n - len(data))
+            chunk = sock.recv(n - len(data))
             if not chunk:
                 raise ConnectionResetError(errno.ECONNRESET, "the server closed the connection")
             data += chunk
         return bytes(data)
 
-    def _exchange(self, frame):
-        self._sock.sendall(frame)
-        head = self._read_exact(8)
+    def _exchange(self, sock: _socket.socket, frame: bytes) -> tuple[int, int, bytes]:
+        sock.sendall(frame)
+        head = self._read_exact(sock, 8)
         width = self._desc.width if self._desc else None
         status, w, length = parse_header(head, width if frame != _DESCRIBE else None)
-        return status, w, self._read_exact(length)
+        return status, w, self._read_exact(sock, length)
 
-    def _connect(self):
+    def _connect(self) -> _socket.socket:
         s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
         s.settimeout(self.timeout)
         try:
@@ -229,15 +250,16 @@ class Client:
             s.close()
             raise e
         self._sock = s
-        status, _w, payload = self._exchange(_DESCRIBE)
+        status, _w, payload = self._exchange(s, _DESCRIBE)
         if status != 0:
             raise ProtocolError(f"describe refused: {payload.decode(errors='replace')}")
         try:
             self._desc = Description(json.loads(payload))
-        except (ValueError, KeyError) as e:
+        except (ValueError, KeyError, TypeError) as e:
             raise ProtocolError(f"bad describe answer: {e}") from None
+        return s
 
-    def _call(self, frame):
+    def _call(self, frame: bytes) -> tuple[int, bytes]:
         """Sends one request (connecting, retrying as the contract says): (width, payload)."""
         if self._closed:
             raise IdcarError("the client is closed")
@@ -245,16 +267,16 @@ class Client:
         while True:
             with self._lock:
                 try:
-                    if self._sock is None:
-                        self._connect()
-                    status, width, payload = self._exchange(frame)
+                    sock = self._sock if self._sock is not None else self._connect()
+                    status, width, payload = self._exchange(sock, frame)
                 except (OSError, ProtocolError) as e:
                     self._drop()
                     last = failure(e, self.path, self.timeout)
                 else:
-                    last = answer(status, payload)
-                    if isinstance(last, bytes):
-                        return width, last
+                    got = answer(status, payload)
+                    if isinstance(got, bytes):
+                        return width, got
+                    last = got
             pause = retry.pause()
             if pause is None:
                 raise last
@@ -262,21 +284,21 @@ class Client:
 
     # -- API ----------------------------------------------------------------------------
 
-    def describe(self):
+    def describe(self) -> Description:
         """The server's layout, width, default text form and parameters."""
         if self._desc is None:
             self._call(_DESCRIBE)
-        return self._desc
+        return self._desc or _no_description()
 
-    def _fetch(self, n):
-        out = []
+    def _fetch(self, n: int) -> list[Id]:
+        out: list[Id] = []
         while len(out) < n:
             count = min(CHUNK, n - len(out))
             width, payload = self._call(get_ids_frame(count))
             out.extend(ids_of(width, payload, count))
         return out
 
-    def ids(self, n):
+    def ids(self, n: int) -> list[Id]:
         """``n`` IDs (n >= 1), in one or more requests of at most 1,000."""
         if not isinstance(n, int) or n < 1:
             raise ValueError("n must be a positive integer")
@@ -284,21 +306,26 @@ class Client:
             return self._fetch(n)
         return [self.next_id() for _ in range(n)]
 
-    def next_id(self):
-        """One ID: from the prefetch buffer when on (refilled in the background), else fetched."""
-        if self._buf is None:
+    def next_id(self) -> Id:
+        """One ID: from the prefetch buffer when on (refilled in the background), else fetched.
+
+        An ``int`` for lable64, ugd60 and si53; ``bytes`` for sno80 and muid128.
+        """
+        buf = self._buf
+        if buf is None:
             return self._fetch(1)[0]
         with self._buf_lock:
-            got = self._buf.take(time.monotonic())
-            if self._buf.wants_refill() and not self._closed:
-                self._buf.refilling = True
-                threading.Thread(target=self._refill, name="idcar-prefetch", daemon=True).start()
+            got = buf.take(time.monotonic())
+            if buf.wants_refill() and not self._closed:
+                buf.refilling = True
+                threading.Thread(target=self._refill, args=(buf,), name="idcar-prefetch",
+                                 daemon=True).start()
         return got if got is not None else self._fetch(1)[0]
 
-    def _refill(self):
+    def _refill(self, buf: _Buffer) -> None:
         try:
             with self._buf_lock:
-                want = self._buf.size - len(self._buf.items)
+                want = buf.size - len(buf.items)
             while want > 0 and not self._closed:
                 # Each chunk is stamped with the moment it was asked for: its IDs were issued
                 # no earlier, so the age bound holds however long the answer took.
@@ -307,20 +334,24 @@ class Client:
                 width, payload = self._call(get_ids_frame(count))
                 with self._buf_lock:
                     if not self._closed:
-                        self._buf.add(ids_of(width, payload, count), asked)
+                        buf.add(ids_of(width, payload, count), asked)
                 want -= count
         except IdcarError:
             pass  # callers fetch directly and see the error themselves
         finally:
             with self._buf_lock:
-                self._buf.refilling = False
+                buf.refilling = False
 
-    def text(self, id_):
+    def text(self, id_: Id) -> str:
         """The ID in the server's default text form."""
         d = self.describe()
         return _layouts.text(d.layout, id_, d.params)
 
-    def decode(self, id_):
+    def decode(self, id_: Id) -> Fields:
         """The ID's fields, as ``idcar decode --json`` prints them."""
         d = self.describe()
         return _layouts.decode(d.layout, id_, d.params)
+
+
+def _no_description() -> NoReturn:
+    raise ProtocolError("connected without a describe answer")

@@ -1,27 +1,33 @@
-"""The Python client against a real idcar server started by each test ($IDCAR_BIN)."""
+"""The Python client against a real idcar server started by each test ($IDCAR_BIN).
+
+Run by ../run-tests.sh against the package as pip installed it (see test_the_installed_package).
+"""
 
 import asyncio
+import importlib.metadata
 import json
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import threading
 import time
 import unittest
+from typing import IO, Any
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-import idcar  # noqa: E402
+import idcar
 
 BIN = os.environ.get("IDCAR_BIN", "")
 LAYOUTS = ["lable64", "ugd60", "si53", "sno80", "muid128"]
+SOURCE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # clients/python
 
 
-def require_bin():
+def require_bin() -> None:
     if not BIN or not os.access(BIN, os.X_OK):
         raise AssertionError("IDCAR_BIN must name the idcar binary (the Rust test suite sets it)")
 
@@ -29,17 +35,19 @@ def require_bin():
 class Server:
     """``idcar serve`` on a socket in its own temporary directory."""
 
-    def __init__(self, *extra, directory=None):
+    log: IO[bytes]
+
+    def __init__(self, *extra: str, directory: str | None = None) -> None:
         require_bin()
         self.dir = directory or tempfile.mkdtemp(prefix="idcar-py-")
         self.socket = os.path.join(self.dir, "s.sock")
         self.extra = extra
-        self.proc = None
+        self.proc: subprocess.Popen[bytes] | None = None
         self.start()
 
-    def start(self):
+    def start(self) -> None:
         self.log = open(os.path.join(self.dir, "log"), "ab")
-        self.proc = subprocess.Popen(
+        proc = self.proc = subprocess.Popen(
             [BIN, "serve", "--socket", self.socket, "--state-file",
              os.path.join(self.dir, "state"), "--admin-addr", "none", "--log", "warn",
              *self.extra],
@@ -57,16 +65,16 @@ class Server:
                 pass
             finally:
                 s.close()
-            if self.proc.poll() is not None:
+            if proc.poll() is not None:
                 raise AssertionError(f"idcar exited: {self.logs()}")
             time.sleep(0.02)
         raise AssertionError(f"idcar did not answer in 10 s: {self.logs()}")
 
-    def logs(self):
+    def logs(self) -> str:
         with open(os.path.join(self.dir, "log"), "rb") as f:
             return f.read().decode(errors="replace")
 
-    def stop(self):
+    def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -76,30 +84,32 @@ class Server:
                 self.proc.wait(5)
         self.log.close()
 
-    def close(self):
+    def close(self) -> None:
         self.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def idcar_decode(layout, text, *extra):
+def idcar_decode(layout: str, text: str, *extra: str) -> dict[str, Any]:
     out = subprocess.run([BIN, "decode", "--layout", layout, "--json", *extra, text],
                          capture_output=True, text=True, timeout=10, check=True)
-    return json.loads(out.stdout)
+    fields: dict[str, Any] = json.loads(out.stdout)
+    return fields
 
 
-def key(i):
+def key(i: idcar.Id) -> idcar.Id:
     return i if isinstance(i, int) else bytes(i)
 
 
 class ClientTest(unittest.TestCase):
-    def setUp(self):
+    def setUp(self) -> None:
         require_bin()
 
-    def hammer(self, client, workers=8, each=300):
-        got, errors = [], []
+    def hammer(self, client: idcar.Client, workers: int = 8, each: int = 300) -> list[idcar.Id]:
+        got: list[idcar.Id] = []
+        errors: list[Exception] = []
         lock = threading.Lock()
 
-        def work():
+        def work() -> None:
             try:
                 mine = [client.next_id() for _ in range(each // 2)] + client.ids(each // 2)
                 with lock:
@@ -117,7 +127,7 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(len({key(i) for i in got}), len(got), "duplicate IDs")
         return got
 
-    def test_unique_across_threads_with_and_without_prefetch(self):
+    def test_unique_across_threads_with_and_without_prefetch(self) -> None:
         srv = Server()
         try:
             for prefetch in (0, 200):
@@ -127,7 +137,7 @@ class ClientTest(unittest.TestCase):
         finally:
             srv.close()
 
-    def test_prefetched_ids_are_dropped_past_their_age(self):
+    def test_prefetched_ids_are_dropped_past_their_age(self) -> None:
         srv = Server()
         try:
             with idcar.Client(srv.socket, prefetch=50, max_age=0.2) as c:
@@ -139,7 +149,7 @@ class ClientTest(unittest.TestCase):
         finally:
             srv.close()
 
-    def test_server_restart_mid_stream(self):
+    def test_server_restart_mid_stream(self) -> None:
         srv = Server()
         try:
             with idcar.Client(srv.socket, prefetch=0) as c:
@@ -151,7 +161,7 @@ class ClientTest(unittest.TestCase):
         finally:
             srv.close()
 
-    def test_unavailable_retries_then_raises_with_the_reason(self):
+    def test_unavailable_retries_then_raises_with_the_reason(self) -> None:
         srv = Server("--zk", "127.0.0.1:1", "--zk-session-timeout", "2s")
         try:
             with idcar.Client(srv.socket, retry_deadline=1.0) as c:
@@ -165,7 +175,7 @@ class ClientTest(unittest.TestCase):
         finally:
             srv.close()
 
-    def test_missing_socket_is_a_clear_error(self):
+    def test_missing_socket_is_a_clear_error(self) -> None:
         path = os.path.join(tempfile.mkdtemp(), "missing.sock")
         t = time.monotonic()
         with self.assertRaises(idcar.ConnectError) as e:
@@ -173,7 +183,7 @@ class ClientTest(unittest.TestCase):
         self.assertIn(path, str(e.exception))
         self.assertLess(time.monotonic() - t, 5)
 
-    def test_decode_matches_idcar_decode_for_every_layout(self):
+    def test_decode_matches_idcar_decode_for_every_layout(self) -> None:
         for layout in LAYOUTS:
             extra = ["--mid-bits", "3"] if layout == "si53" else []
             srv = Server("--layout", layout, *extra)
@@ -187,14 +197,14 @@ class ClientTest(unittest.TestCase):
             finally:
                 srv.close()
 
-    def test_garbage_answers_are_a_protocol_error_not_a_hang(self):
+    def test_garbage_answers_are_a_protocol_error_not_a_hang(self) -> None:
         d = tempfile.mkdtemp()
         path = os.path.join(d, "fake.sock")
         lsn = socket.socket(socket.AF_UNIX)
         lsn.bind(path)
         lsn.listen(4)
 
-        def serve():
+        def serve() -> None:
             for _ in range(4):
                 try:
                     conn, _ = lsn.accept()
@@ -213,14 +223,14 @@ class ClientTest(unittest.TestCase):
         finally:
             lsn.close()
 
-    def test_known_answers_without_a_server(self):
+    def test_known_answers_without_a_server(self) -> None:
         f = idcar.decode("lable64", 0x7E3C018045810093)
         self.assertEqual((f["timestamp_ms"], f["sequence"], f["generator"], f["cluster"]),
                          (1795321511038, 1, 9, 3))
         self.assertEqual(f["time"], "2026-11-22T04:25:11.038Z")
         raw = bytes.fromhex("5D5EAC793E61F1BFC71B112D0000000B")
-        f = idcar.decode("muid128", raw)
-        self.assertEqual((f["timestamp"], f["medallion"], f["offset"]),
+        m = idcar.decode("muid128", raw)
+        self.assertEqual((m["timestamp"], m["medallion"], m["offset"]),
                          (1642579230975519, 1923190821165, 11))
         self.assertEqual(idcar.text("muid128", raw), "5D5EAC793E61F-1BFC71B112D-0000000B")
         with self.assertRaises(idcar.LayoutError):
@@ -228,34 +238,37 @@ class ClientTest(unittest.TestCase):
 
 
 class AsyncClientTest(unittest.TestCase):
-    def setUp(self):
+    def setUp(self) -> None:
         require_bin()
 
-    def test_unique_across_tasks_with_and_without_prefetch(self):
+    def test_unique_across_tasks_with_and_without_prefetch(self) -> None:
         srv = Server("--layout", "sno80")
         try:
-            async def run(prefetch):
+            async def run(prefetch: int) -> None:
                 async with idcar.AsyncClient(srv.socket, prefetch=prefetch) as c:
-                    async def work():
+                    async def work() -> list[idcar.Id]:
                         return [await c.next_id() for _ in range(150)] + await c.ids(150)
                     parts = await asyncio.wait_for(asyncio.gather(*(work() for _ in range(8))), 60)
                     ids = [i for p in parts for i in p]
                     self.assertEqual(len(ids), 2400)
                     self.assertEqual(len(set(ids)), 2400)
-                    self.assertEqual(len(ids[0]), 10)
-                    text = await c.text(ids[0])
-                    self.assertEqual(await c.decode(ids[0]), idcar_decode("sno80", text))
+                    first = ids[0]
+                    if not isinstance(first, bytes):
+                        self.fail(f"sno80 IDs are bytes, got {first!r}")
+                    self.assertEqual(len(first), 10)
+                    text = await c.text(first)
+                    self.assertEqual(await c.decode(first), idcar_decode("sno80", text))
 
             for prefetch in (0, 300):
                 asyncio.run(run(prefetch))
         finally:
             srv.close()
 
-    def test_async_unavailable_and_restart(self):
+    def test_async_unavailable_and_restart(self) -> None:
         srv = Server("--zk", "127.0.0.1:1", "--zk-session-timeout", "2s")
         ok = Server()
         try:
-            async def run():
+            async def run() -> None:
                 async with idcar.AsyncClient(srv.socket, retry_deadline=1.0) as c:
                     t = time.monotonic()
                     with self.assertRaises(idcar.UnavailableError):
@@ -272,6 +285,86 @@ class AsyncClientTest(unittest.TestCase):
         finally:
             srv.close()
             ok.close()
+
+
+def readme_blocks() -> list[tuple[str, str]]:
+    """The fenced blocks of README.md, in order: (tag, text)."""
+    with open(os.path.join(SOURCE, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    return re.findall(r"^```(\w*)\n(.*?)^```$", readme, re.S | re.M)
+
+
+def run_python(args: list[str], socket_path: str) -> subprocess.CompletedProcess[str]:
+    """This interpreter (the test venv's) on ``args``, in an empty directory (so ``import
+    idcar`` finds only the installed package), IDCAR_SOCKET set: bounded to 30 s."""
+    with tempfile.TemporaryDirectory(prefix="idcar-py-run-") as cwd:
+        return subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True,
+                              timeout=30, env={**os.environ, "IDCAR_SOCKET": socket_path})
+
+
+class PackageTest(unittest.TestCase):
+    """What is under test is the installed package, and the README and examples work with it."""
+
+    def test_the_installed_package_is_under_test(self) -> None:
+        self.assertNotEqual(sys.prefix, sys.base_prefix, "the tests run in a virtual environment")
+        installed = os.path.realpath(idcar.__file__)
+        site = os.path.realpath(sysconfig.get_paths()["purelib"])
+        self.assertTrue(installed.startswith(os.path.join(site, "idcar") + os.sep),
+                        f"idcar imported from {installed}, not from {site}")
+        self.assertTrue(os.path.realpath(sys.prefix) in site, f"{site} is not the venv's")
+        self.assertFalse(installed.startswith(os.path.realpath(SOURCE) + os.sep),
+                         f"idcar imported from the source tree: {installed}")
+        # PEP 561: the distribution ships the marker that makes type checkers use its hints.
+        files = [str(f) for f in importlib.metadata.files("idcar-client") or []]
+        self.assertIn("idcar/py.typed", files)
+        self.assertTrue(os.path.isfile(os.path.join(os.path.dirname(installed), "py.typed")))
+        self.assertEqual(importlib.metadata.version("idcar-client"), idcar.__version__)
+
+    def test_readme_starts_with_the_install_line_then_the_example(self) -> None:
+        blocks = readme_blocks()
+        self.assertGreaterEqual(len(blocks), 2)
+        self.assertEqual(blocks[0][0], "sh")
+        self.assertIn('pip install "git+https://github.com/idcar/idcar#subdirectory=clients/python"',
+                      blocks[0][1])
+        self.assertEqual(blocks[1][0], "python")
+
+    def test_readme_example_prints_an_id_the_server_issued(self) -> None:
+        code = next(text for tag, text in readme_blocks() if tag == "python")
+        srv = Server()
+        try:
+            before_ms = int(time.time() * 1000)
+            with tempfile.TemporaryDirectory(prefix="idcar-py-readme-") as d:
+                script = os.path.join(d, "example.py")
+                with open(script, "w", encoding="utf-8") as f:
+                    f.write(code)
+                out = run_python([script], srv.socket)
+            after_ms = int(time.time() * 1000)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            first = out.stdout.splitlines()[0]
+            self.assertRegex(first, r"^[0-9a-f]{16}$")
+            fields = idcar_decode("lable64", first)  # exit status 0, or CalledProcessError
+            self.assertEqual(fields["id"], first)
+            self.assertGreaterEqual(fields["timestamp_ms"], before_ms - 1000)
+            self.assertLessEqual(fields["timestamp_ms"], after_ms + 1000)
+        finally:
+            srv.close()
+
+    def test_fetch_example_runs_on_the_installed_package(self) -> None:
+        srv = Server("--layout", "muid128")
+        try:
+            fetch = os.path.join(SOURCE, "examples", "fetch.py")
+            out = run_python([fetch, "--count", "3", "--prefetch", "10"], srv.socket)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            lines = out.stdout.splitlines()
+            self.assertEqual(len(lines), 3)
+            self.assertEqual(len(set(lines)), 3)
+            for line in lines:
+                self.assertEqual(idcar_decode("muid128", line)["id"], line)
+            bad = run_python([fetch, "--count", "0"], srv.socket)
+            self.assertEqual((bad.returncode, bad.stdout), (1, ""))
+            self.assertTrue(bad.stderr.startswith("error: "), bad.stderr)
+        finally:
+            srv.close()
 
 
 if __name__ == "__main__":

@@ -69,7 +69,7 @@ final class Connection implements AutoCloseable {
 
     /**
      * Connects and describes. Throws ConnectFailure when the socket cannot be reached, another
-     * IOException when the exchange fails, UnavailableException for a status-2 describe.
+     * IOException when the exchange fails, IdcarUnavailableException for a status-2 describe.
      */
     static Connection open(Path path, long timeoutNanos) throws IOException {
         SocketChannel ch = null;
@@ -105,16 +105,16 @@ final class Connection implements AutoCloseable {
             Response r = c.exchange(DESCRIBE, 0);
             if (r.status == 2) {
                 c.close();
-                throw new UnavailableException(r.reason());
+                throw new IdcarUnavailableException(r.reason());
             }
             if (r.status != 0) {
                 c.close();
-                throw new ProtocolException("describe refused (a server older than describe?): " + r.reason());
+                throw new IdcarProtocolException("describe refused (a server older than describe?): " + r.reason());
             }
             Description d = Description.parse(new String(r.payload, StandardCharsets.UTF_8));
             if (r.width != d.width()) {
                 c.close();
-                throw new ProtocolException("describe answered width " + r.width + " but described " + d.width());
+                throw new IdcarProtocolException("describe answered width " + r.width + " but described " + d.width());
             }
             c.description = d;
             ch = null; // owned by the connection now
@@ -147,20 +147,20 @@ final class Connection implements AutoCloseable {
         int width = h[2] & 0xFF;
         long len = ((h[4] & 0xFFL) << 24) | ((h[5] & 0xFF) << 16) | ((h[6] & 0xFF) << 8) | (h[7] & 0xFF);
         if (magic != MAGIC) {
-            throw new ProtocolException(String.format("bad magic byte 0x%02x in a response (not an idcar socket?)", magic));
+            throw new IdcarProtocolException(String.format("bad magic byte 0x%02x in a response (not an idcar socket?)", magic));
         }
         if (status > 2) {
-            throw new ProtocolException("unknown status " + status + " in a response");
+            throw new IdcarProtocolException("unknown status " + status + " in a response");
         }
         if (len > MAX_PAYLOAD) {
-            throw new ProtocolException("response of " + len + " bytes");
+            throw new IdcarProtocolException("response of " + len + " bytes");
         }
         if (status == 0 && expectWidth > 0) {
             if (width != expectWidth) {
-                throw new ProtocolException("response width " + width + ", the server described " + expectWidth);
+                throw new IdcarProtocolException("response width " + width + ", the server described " + expectWidth);
             }
             if (len % width != 0) {
-                throw new ProtocolException("payload of " + len + " bytes is not a multiple of width " + width);
+                throw new IdcarProtocolException("payload of " + len + " bytes is not a multiple of width " + width);
             }
         }
         return new Response(status, width, readExact((int) len));

@@ -26,7 +26,13 @@ public final class Decoder {
     private Decoder() {
     }
 
-    /** The width in bytes of a layout's IDs, or 0 for a layout this client does not know. */
+    /**
+     * The width in bytes of a layout's IDs.
+     *
+     * @param layout a layout name, e.g. {@code lable64}
+     * @return 8 (lable64, ugd60, si53), 10 (sno80), 16 (muid128), or 0 for a layout this client
+     *     does not know
+     */
     public static int width(String layout) {
         switch (layout) {
             case "lable64":
@@ -42,7 +48,12 @@ public final class Decoder {
         }
     }
 
-    /** The default text form of a layout: hex, b64, dec, b32, muid (null when unknown). */
+    /**
+     * The default text form of a layout, as describe names it.
+     *
+     * @param layout a layout name, e.g. {@code lable64}
+     * @return hex, b64, dec, b32 or muid; null for a layout this client does not know
+     */
     public static String defaultForm(String layout) {
         switch (layout) {
             case "lable64": return "hex";
@@ -101,7 +112,14 @@ public final class Decoder {
         return h.substring(0, 13) + "-" + h.substring(13, 24) + "-" + h.substring(24);
     }
 
-    /** The default text form of an ID of {@code layout} given its raw bytes. */
+    /**
+     * The default text form of an ID, as {@code idcar} prints it.
+     *
+     * @param layout the ID's layout
+     * @param b the ID's raw bytes (big-endian)
+     * @return the text form: lable64 hex, ugd60 b64, si53 decimal, sno80 b32, muid128 muid (plain
+     *     hex for a layout this client does not know)
+     */
     public static String text(String layout, byte[] b) {
         switch (layout) {
             case "lable64":
@@ -119,7 +137,14 @@ public final class Decoder {
         }
     }
 
-    /** Parses the default text form of an ID of {@code layout}. */
+    /**
+     * Parses the default text form of an ID.
+     *
+     * @param layout the ID's layout
+     * @param text the text form, as {@link #text(String, byte[])} gives it
+     * @return the ID
+     * @throws IllegalArgumentException when {@code text} is not an ID of {@code layout}
+     */
     public static Id parse(String layout, String text) {
         try {
             switch (layout) {
@@ -197,7 +222,13 @@ public final class Decoder {
                 t.getDayOfMonth(), t.getHour(), t.getMinute(), t.getSecond(), Math.floorMod(us, 1_000_000L));
     }
 
-    /** {@link #decode(Id, Map)} with the layout's default parameters. */
+    /**
+     * {@link #decode(Id, Map)} with the layout's default parameters.
+     *
+     * @param id the ID
+     * @return the fields, as {@code idcar decode --json} prints them
+     * @throws IllegalArgumentException when the bytes are not a valid ID of the layout
+     */
     public static Map<String, Object> decode(Id id) {
         return decode(id, Collections.emptyMap());
     }
@@ -207,6 +238,9 @@ public final class Decoder {
      * {@link Long}, the rest as strings), in a read-only map sorted by key. {@code params} are the
      * describe parameters; only si53 uses them ({@code base-clock}, {@code mid-bits}).
      *
+     * @param id the ID
+     * @param params the server's parameters, from {@link Description#params()}
+     * @return the fields, keys sorted
      * @throws IllegalArgumentException when the bytes are not a valid ID of the layout
      */
     public static Map<String, Object> decode(Id id, Map<String, String> params) {

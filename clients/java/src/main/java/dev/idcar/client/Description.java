@@ -15,6 +15,14 @@ public final class Description {
     private final String form;
     private final Map<String, String> params;
 
+    /**
+     * A description; {@link IdcarClient#describe()} gives the server's.
+     *
+     * @param layout the layout name
+     * @param width bytes per ID
+     * @param form the default text form
+     * @param params the layout's parameters (copied)
+     */
     public Description(String layout, int width, String form, Map<String, String> params) {
         this.layout = layout;
         this.width = width;
@@ -22,7 +30,7 @@ public final class Description {
         this.params = Collections.unmodifiableMap(new TreeMap<>(params));
     }
 
-    /** Parses a describe payload; ProtocolException when it is not what a server sends. */
+    /** Parses a describe payload; IdcarProtocolException when it is not what a server sends. */
     static Description parse(String json) {
         try {
             Object o = Json.parse(json);
@@ -49,26 +57,42 @@ public final class Description {
             }
             return new Description((String) layout, (int) w, form instanceof String ? (String) form : "", params);
         } catch (IllegalArgumentException e) {
-            throw new ProtocolException("bad describe answer (" + e.getMessage() + "): " + json);
+            throw new IdcarProtocolException("bad describe answer (" + e.getMessage() + "): " + json);
         }
     }
 
-    /** The layout: lable64, ugd60, si53, sno80 or muid128. */
+    /**
+     * The layout.
+     *
+     * @return lable64, ugd60, si53, sno80 or muid128
+     */
     public String layout() {
         return layout;
     }
 
-    /** Bytes per ID: 8 for lable64, ugd60, si53; 10 for sno80; 16 for muid128. */
+    /**
+     * Bytes per ID.
+     *
+     * @return 8 for lable64, ugd60, si53; 10 for sno80; 16 for muid128
+     */
     public int width() {
         return width;
     }
 
-    /** The default text form: hex, b64, dec, b32 or muid. */
+    /**
+     * The default text form.
+     *
+     * @return hex, b64, dec, b32 or muid
+     */
     public String form() {
         return form;
     }
 
-    /** The layout's parameters (read-only), e.g. {@code mid-bits} for si53. */
+    /**
+     * The layout's parameters, flag names without dashes and values as text.
+     *
+     * @return a read-only map, e.g. {@code mid-bits} and {@code base-clock} for si53
+     */
     public Map<String, String> params() {
         return params;
     }

@@ -81,23 +81,40 @@ public final class IdcarClient implements AutoCloseable {
         this.prefetcher = b.prefetch > 0 ? new Prefetcher(this, b.prefetch, low, b.maxAge.toNanos()) : null;
     }
 
-    /** A builder with the defaults: socket from IDCAR_SOCKET or /tmp/idcar.sock, timeout 5 s, retry deadline 5 s, no prefetch. */
+    /**
+     * A builder with the defaults: socket from {@code IDCAR_SOCKET} or {@value #DEFAULT_SOCKET},
+     * timeout 5 s, retry deadline 5 s, no prefetch.
+     *
+     * @return a new builder
+     */
     public static Builder builder() {
         return new Builder();
     }
 
-    /** A client with every default. */
+    /**
+     * A client with every default (the same as {@code builder().build()}).
+     *
+     * @return a new client; it connects on first use
+     */
     public static IdcarClient create() {
         return builder().build();
     }
 
-    /** The socket used when none is given: {@code IDCAR_SOCKET}, else {@value #DEFAULT_SOCKET}. */
+    /**
+     * The socket used when none is given.
+     *
+     * @return {@code IDCAR_SOCKET} when set and not empty, else {@value #DEFAULT_SOCKET}
+     */
     public static Path defaultSocket() {
         String env = System.getenv("IDCAR_SOCKET");
         return Paths.get(env != null && !env.isEmpty() ? env : DEFAULT_SOCKET);
     }
 
-    /** The socket path this client talks to. */
+    /**
+     * The socket path this client talks to.
+     *
+     * @return the path
+     */
     public Path socket() {
         return socket;
     }
@@ -161,22 +178,22 @@ public final class IdcarClient implements AutoCloseable {
                     Connection.Response r = conn.exchange(frame, d.width());
                     if (r.status == 0) {
                         if (r.payload.length != count * d.width()) {
-                            throw new ProtocolException("asked for " + count + " IDs, got "
+                            throw new IdcarProtocolException("asked for " + count + " IDs, got "
                                     + r.payload.length / d.width());
                         }
                         return new Batch(d, r.payload, d.width(), sent);
                     }
                     if (r.status == 1) {
-                        throw new BadRequestException(r.reason());
+                        throw new IdcarBadRequestException(r.reason());
                     }
-                    last = new UnavailableException(r.reason());
+                    last = new IdcarUnavailableException(r.reason());
                 } catch (Connection.ConnectFailure e) {
                     drop();
                     last = new IdcarConnectException(socket, "cannot connect: " + why(e), e.getCause());
                     if (permissionDenied(e.getCause())) {
                         throw last;
                     }
-                } catch (UnavailableException e) { // a status-2 describe
+                } catch (IdcarUnavailableException e) { // a status-2 describe
                     drop();
                     last = e;
                 } catch (SocketTimeoutException e) {
@@ -186,7 +203,7 @@ public final class IdcarClient implements AutoCloseable {
                     drop();
                     Thread.currentThread().interrupt();
                     throw new IdcarException(socket + ": interrupted", e);
-                } catch (ProtocolException e) {
+                } catch (IdcarProtocolException e) {
                     drop();
                     throw e;
                 } catch (IOException e) {
@@ -227,7 +244,13 @@ public final class IdcarClient implements AutoCloseable {
 
     // -- API ----------------------------------------------------------------------------------
 
-    /** The server's layout, width, default text form and parameters (connects if needed). */
+    /**
+     * The server's layout, width, default text form and parameters, from the describe request
+     * sent on connect (connects if needed).
+     *
+     * @return the description
+     * @throws IdcarException when the server cannot be reached (see the subclasses)
+     */
     public Description describe() {
         Description d = description;
         if (d == null) {
@@ -249,7 +272,9 @@ public final class IdcarClient implements AutoCloseable {
      * One ID of an 8-byte layout (lable64, ugd60, si53) as a long: the same 64 bits (lable64 IDs
      * at or above 2^63 are negative).
      *
+     * @return the ID's 64 bits
      * @throws IllegalStateException when the server's layout is sno80 or muid128
+     * @throws IdcarException when no ID could be had (see the subclasses)
      */
     public long nextId() {
         require64();
@@ -263,7 +288,16 @@ public final class IdcarClient implements AutoCloseable {
         return Decoder.u64(b.data, 0);
     }
 
-    /** {@code n} IDs (n ≥ 1) of an 8-byte layout as longs, in order of issue. */
+    /**
+     * {@code n} IDs of an 8-byte layout as longs, in order of issue. Asks above {@link #CHUNK}
+     * are split into several requests.
+     *
+     * @param n how many, at least 1
+     * @return the IDs' 64 bits
+     * @throws IllegalArgumentException when n is below 1
+     * @throws IllegalStateException when the server's layout is sno80 or muid128
+     * @throws IdcarException when no ID could be had (see the subclasses)
+     */
     public long[] ids(int n) {
         if (n < 1) {
             throw new IllegalArgumentException("n must be at least 1, got " + n);
@@ -288,7 +322,12 @@ public final class IdcarClient implements AutoCloseable {
         return out;
     }
 
-    /** One ID of any layout. */
+    /**
+     * One ID of any layout.
+     *
+     * @return the ID; its {@code toString()} is the layout's default text form
+     * @throws IdcarException when no ID could be had (see the subclasses)
+     */
     public Id next() {
         ensureOpen();
         if (prefetcher != null) {
@@ -297,7 +336,15 @@ public final class IdcarClient implements AutoCloseable {
         return call(1, retryDeadlineNanos).id(0);
     }
 
-    /** {@code n} IDs (n ≥ 1) of any layout, in order of issue. */
+    /**
+     * {@code n} IDs of any layout, in order of issue. Asks above {@link #CHUNK} are split into
+     * several requests.
+     *
+     * @param n how many, at least 1
+     * @return the IDs, a read-only list
+     * @throws IllegalArgumentException when n is below 1
+     * @throws IdcarException when no ID could be had (see the subclasses)
+     */
     public List<Id> nextIds(int n) {
         if (n < 1) {
             throw new IllegalArgumentException("n must be at least 1, got " + n);
@@ -322,6 +369,8 @@ public final class IdcarClient implements AutoCloseable {
      * The ID's fields, the same keys and values as {@code idcar decode --json}: integers as
      * {@link Long}, the rest as strings. si53 uses the server's parameters (from describe).
      *
+     * @param id the ID
+     * @return the fields, keys sorted
      * @throws IllegalArgumentException when the ID is not valid for its layout
      */
     public Map<String, Object> decode(Id id) {
@@ -331,7 +380,12 @@ public final class IdcarClient implements AutoCloseable {
         return Decoder.decode(id, params);
     }
 
-    /** The default text form of a long ID from {@link #nextId()} (the server's layout). */
+    /**
+     * The default text form of a long ID from {@link #nextId()} (the server's layout).
+     *
+     * @param id the ID's 64 bits
+     * @return the text form, e.g. 16 hex digits for lable64
+     */
     public String text(long id) {
         return Id.ofLong(describe().layout(), id).toString();
     }
@@ -372,19 +426,36 @@ public final class IdcarClient implements AutoCloseable {
         private Builder() {
         }
 
-        /** The socket path (default: IDCAR_SOCKET, else /tmp/idcar.sock). */
+        /**
+         * The socket path (default: {@code IDCAR_SOCKET}, else {@code /tmp/idcar.sock}).
+         *
+         * @param path the path; null for the default
+         * @return this builder
+         */
         public Builder socket(String path) {
             this.socket = path == null ? null : Paths.get(path);
             return this;
         }
 
-        /** The socket path (default: IDCAR_SOCKET, else /tmp/idcar.sock). */
+        /**
+         * The socket path (default: {@code IDCAR_SOCKET}, else {@code /tmp/idcar.sock}).
+         *
+         * @param path the path; null for the default
+         * @return this builder
+         */
         public Builder socket(Path path) {
             this.socket = path;
             return this;
         }
 
-        /** Longest wait on the socket without progress (connect, write, read); default 5 s. */
+        /**
+         * Longest wait on the socket without progress (connect, write, read); default 5 s. A
+         * server that stops answering is an {@link IdcarTimeoutException}, never a hang.
+         *
+         * @param d a positive duration
+         * @return this builder
+         * @throws IllegalArgumentException when d is not positive
+         */
         public Builder timeout(Duration d) {
             if (d.isNegative() || d.isZero()) {
                 throw new IllegalArgumentException("timeout must be positive");
@@ -393,7 +464,14 @@ public final class IdcarClient implements AutoCloseable {
             return this;
         }
 
-        /** How long "unavailable" answers and connect failures are retried; default 5 s, 0: no retry. */
+        /**
+         * How long "unavailable" answers and connection failures are retried (10 ms doubling up
+         * to 200 ms between tries); default 5 s.
+         *
+         * @param d the deadline; zero: no retry
+         * @return this builder
+         * @throws IllegalArgumentException when d is negative
+         */
         public Builder retryDeadline(Duration d) {
             if (d.isNegative()) {
                 throw new IllegalArgumentException("retry deadline must not be negative");
@@ -402,7 +480,14 @@ public final class IdcarClient implements AutoCloseable {
             return this;
         }
 
-        /** Size of the local prefetch buffer; 0 (default) turns prefetch off. */
+        /**
+         * Size of the local prefetch buffer, refilled in the background (see the README for the
+         * trade-off).
+         *
+         * @param k how many IDs to buffer; 0 (the default) turns prefetch off
+         * @return this builder
+         * @throws IllegalArgumentException when k is negative
+         */
         public Builder prefetch(int k) {
             if (k < 0) {
                 throw new IllegalArgumentException("prefetch must not be negative");
@@ -411,7 +496,13 @@ public final class IdcarClient implements AutoCloseable {
             return this;
         }
 
-        /** Refill when the buffer holds this many IDs or fewer; default prefetch / 4. */
+        /**
+         * The low-water mark: refill when the buffer holds this many IDs or fewer.
+         *
+         * @param n the mark, below the prefetch size; default prefetch / 4
+         * @return this builder
+         * @throws IllegalArgumentException when n is negative
+         */
         public Builder lowWater(int n) {
             if (n < 0) {
                 throw new IllegalArgumentException("low water must not be negative");
@@ -420,7 +511,13 @@ public final class IdcarClient implements AutoCloseable {
             return this;
         }
 
-        /** Buffered IDs older than this are dropped, never handed out; default 1 s. */
+        /**
+         * Buffered IDs older than this are dropped, never handed out; default 1 s.
+         *
+         * @param d a positive duration
+         * @return this builder
+         * @throws IllegalArgumentException when d is not positive
+         */
         public Builder maxAge(Duration d) {
             if (d.isNegative() || d.isZero()) {
                 throw new IllegalArgumentException("max age must be positive");
@@ -429,7 +526,12 @@ public final class IdcarClient implements AutoCloseable {
             return this;
         }
 
-        /** The client; it connects on first use. */
+        /**
+         * The client; it connects on first use.
+         *
+         * @return a new client
+         * @throws IllegalArgumentException when the low-water mark is not below the prefetch size
+         */
         public IdcarClient build() {
             if (lowWater != null && prefetch > 0 && lowWater >= prefetch) {
                 throw new IllegalArgumentException("low water " + lowWater + " must be below prefetch " + prefetch);

@@ -1,5 +1,9 @@
 package dev.idcar.client;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import java.io.IOException;
 import java.net.StandardProtocolFamily;
 import java.net.UnixDomainSocketAddress;
@@ -10,11 +14,11 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 
 /** Bad responses from a fake server on a Unix socket: clear errors, never a hang. */
-final class FakeServerTests {
-    private FakeServerTests() {
-    }
+class FakeServerTests {
 
     interface Handler {
         void serve(SocketChannel ch) throws IOException, InterruptedException;
@@ -103,73 +107,91 @@ final class FakeServerTests {
     private static void expectQuickly(Class<? extends Throwable> type, Handler h, String contains) throws Exception {
         try (Fake f = new Fake(h); IdcarClient c = f.client().build()) {
             long t0 = System.nanoTime();
-            Throwable e = Check.fails(type, c::nextId);
+            Throwable e = assertThrows(type, c::nextId);
             long ms = (System.nanoTime() - t0) / 1_000_000;
-            Check.isTrue(ms < 3000, "took " + ms + " ms");
-            Check.isTrue(e.getMessage().contains(contains), "message <" + e.getMessage() + "> lacks <" + contains + ">");
+            assertTrue(ms < 3000, "took " + ms + " ms");
+            assertTrue(e.getMessage().contains(contains), "message <" + e.getMessage() + "> lacks <" + contains + ">");
         }
     }
 
-    static void testGarbageIsProtocolError() throws Exception {
-        expectQuickly(ProtocolException.class, ch -> {
+    @Test
+    @Timeout(30)
+    void garbageIsProtocolError() throws Exception {
+        expectQuickly(IdcarProtocolException.class, ch -> {
             read(ch, 4);
             write(ch, "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n".getBytes(StandardCharsets.US_ASCII));
             Thread.sleep(3000);
         }, "magic");
     }
 
-    static void testWrongWidthIsProtocolError() throws Exception {
-        expectQuickly(ProtocolException.class, describedThen(response(0, 10, new byte[10])), "width");
+    @Test
+    @Timeout(30)
+    void wrongWidthIsProtocolError() throws Exception {
+        expectQuickly(IdcarProtocolException.class, describedThen(response(0, 10, new byte[10])), "width");
     }
 
-    static void testBadLengthIsProtocolError() throws Exception {
-        expectQuickly(ProtocolException.class, describedThen(response(0, 8, new byte[7])), "multiple");
+    @Test
+    @Timeout(30)
+    void badLengthIsProtocolError() throws Exception {
+        expectQuickly(IdcarProtocolException.class, describedThen(response(0, 8, new byte[7])), "multiple");
     }
 
-    static void testWrongCountIsProtocolError() throws Exception {
-        expectQuickly(ProtocolException.class, describedThen(response(0, 8, new byte[16])), "asked for 1");
+    @Test
+    @Timeout(30)
+    void wrongCountIsProtocolError() throws Exception {
+        expectQuickly(IdcarProtocolException.class, describedThen(response(0, 8, new byte[16])), "asked for 1");
     }
 
-    static void testUnknownStatusIsProtocolError() throws Exception {
-        expectQuickly(ProtocolException.class, describedThen(response(7, 0, new byte[0])), "status");
+    @Test
+    @Timeout(30)
+    void unknownStatusIsProtocolError() throws Exception {
+        expectQuickly(IdcarProtocolException.class, describedThen(response(7, 0, new byte[0])), "status");
     }
 
-    static void testBadDescribeIsProtocolError() throws Exception {
-        expectQuickly(ProtocolException.class, ch -> {
+    @Test
+    @Timeout(30)
+    void badDescribeIsProtocolError() throws Exception {
+        expectQuickly(IdcarProtocolException.class, ch -> {
             read(ch, 4);
             write(ch, response(0, 8, "not json".getBytes(StandardCharsets.UTF_8)));
             Thread.sleep(3000);
         }, "describe");
     }
 
-    static void testBadRequestIsNotRetried() throws Exception {
+    @Test
+    @Timeout(30)
+    void badRequestIsNotRetried() throws Exception {
         byte[] refusal = response(1, 0, "count 1 is above --max-batch 0".getBytes(StandardCharsets.UTF_8));
         try (Fake f = new Fake(describedThen(refusal));
                 IdcarClient c = f.client().retryDeadline(Duration.ofSeconds(30)).build()) {
             long t0 = System.nanoTime();
-            BadRequestException e = Check.fails(BadRequestException.class, c::nextId);
-            Check.isTrue(System.nanoTime() - t0 < 3_000_000_000L, "not retried");
-            Check.equal("count 1 is above --max-batch 0", e.reason(), "reason");
+            IdcarBadRequestException e = assertThrows(IdcarBadRequestException.class, c::nextId);
+            assertTrue(System.nanoTime() - t0 < 3_000_000_000L, "not retried");
+            assertEquals("count 1 is above --max-batch 0", e.reason(), "reason");
         }
     }
 
-    static void testSilentServerTimesOut() throws Exception {
+    @Test
+    @Timeout(30)
+    void silentServerTimesOut() throws Exception {
         try (Fake f = new Fake(ch -> Thread.sleep(10_000)); IdcarClient c = f.client().timeout(Duration.ofMillis(300)).build()) {
             long t0 = System.nanoTime();
-            IdcarTimeoutException e = Check.fails(IdcarTimeoutException.class, c::describe);
+            IdcarTimeoutException e = assertThrows(IdcarTimeoutException.class, c::describe);
             long ms = (System.nanoTime() - t0) / 1_000_000;
-            Check.isTrue(ms >= 250 && ms < 3000, "timed out after " + ms + " ms");
-            Check.isTrue(e.getMessage().contains(f.socket.toString()), "names the socket: " + e.getMessage());
+            assertTrue(ms >= 250 && ms < 3000, "timed out after " + ms + " ms");
+            assertTrue(e.getMessage().contains(f.socket.toString()), "names the socket: " + e.getMessage());
         }
     }
 
-    static void testServerClosingIsRetriedThenConnectError() throws Exception {
+    @Test
+    @Timeout(30)
+    void serverClosingIsRetriedThenConnectError() throws Exception {
         try (Fake f = new Fake(ch -> read(ch, 4)); IdcarClient c = f.client().build()) {
             long t0 = System.nanoTime();
-            IdcarConnectException e = Check.fails(IdcarConnectException.class, c::nextId);
+            IdcarConnectException e = assertThrows(IdcarConnectException.class, c::nextId);
             long ms = (System.nanoTime() - t0) / 1_000_000;
-            Check.isTrue(ms >= 450 && ms < 3000, "gave up after " + ms + " ms");
-            Check.isTrue(e.getMessage().contains(f.socket.toString()), "names the socket: " + e.getMessage());
+            assertTrue(ms >= 450 && ms < 3000, "gave up after " + ms + " ms");
+            assertTrue(e.getMessage().contains(f.socket.toString()), "names the socket: " + e.getMessage());
         }
     }
 }

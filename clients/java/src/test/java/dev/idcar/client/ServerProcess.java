@@ -11,14 +11,23 @@ import java.util.Arrays;
 import java.util.Comparator;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
 
 /**
  * A real {@code $IDCAR_BIN serve} in a temporary directory: started, waited for (at most 10 s,
  * until a describe request answers), stopped (SIGTERM, then SIGKILL after 5 s), cleaned up.
+ * Servers still running when the test JVM exits (a test that timed out) are killed then.
  */
 final class ServerProcess implements AutoCloseable {
+    private static final Set<Process> LIVE = ConcurrentHashMap.newKeySet();
+
+    static {
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> LIVE.forEach(Process::destroyForcibly), "idcar-servers-reaper"));
+    }
+
     final Path dir;
     final Path socket;
     final Path state;
@@ -30,7 +39,7 @@ final class ServerProcess implements AutoCloseable {
         String b = System.getenv("IDCAR_BIN");
         if (b == null || b.isEmpty()) {
             throw new AssertionError("IDCAR_BIN is not set: the server tests need the idcar binary "
-                    + "(IDCAR_BIN=/path/to/idcar bash clients/java/test.sh)");
+                    + "(IDCAR_BIN=/path/to/idcar mvn test)");
         }
         if (!Files.isExecutable(Path.of(b))) {
             throw new AssertionError("IDCAR_BIN=" + b + " is not an executable file");
@@ -64,6 +73,7 @@ final class ServerProcess implements AutoCloseable {
         pb.redirectErrorStream(true);
         pb.redirectOutput(ProcessBuilder.Redirect.appendTo(dir.resolve("log").toFile()));
         process = pb.start();
+        LIVE.add(process);
         long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
         IdcarException last = null;
         while (System.nanoTime() < end) {
@@ -100,6 +110,7 @@ final class ServerProcess implements AutoCloseable {
             process.destroyForcibly();
             process.waitFor(5, TimeUnit.SECONDS);
         }
+        LIVE.remove(process);
         process = null;
     }
 
@@ -152,6 +163,12 @@ final class ServerProcess implements AutoCloseable {
         if (p.exitValue() != 0) {
             throw new AssertionError("idcar decode exited " + p.exitValue() + " for " + cmd + ": " + s);
         }
-        return MiniJson.parseObject(s);
+        Object o = Json.parse(s.trim()); // the client's own JSON reader
+        if (!(o instanceof Map)) {
+            throw new AssertionError("idcar decode --json printed no object: " + s);
+        }
+        @SuppressWarnings("unchecked")
+        Map<String, Object> m = (Map<String, Object>) o;
+        return m;
     }
 }

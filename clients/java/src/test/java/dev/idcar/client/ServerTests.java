@@ -1,5 +1,12 @@
 package dev.idcar.client;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
+
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -10,17 +17,17 @@ import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 
 /** Tests against real idcar servers ($IDCAR_BIN); they fail, never skip, when it is unset. */
-final class ServerTests {
-    private ServerTests() {
-    }
+class ServerTests {
 
     private static final int THREADS = 8;
     private static final int PER_THREAD = 300;
 
     /** 8 threads share one client; every ID they get is distinct. */
-    private static void uniqueAcrossThreads(int prefetch) throws Exception {
+    private static void takeFromThreads(int prefetch) throws Exception {
         try (ServerProcess s = ServerProcess.start("lable64");
                 IdcarClient c = s.client().prefetch(prefetch).build()) {
             Set<Long> seen = ConcurrentHashMap.newKeySet();
@@ -51,29 +58,35 @@ final class ServerTests {
             }
             for (Thread th : threads) {
                 th.join(60_000);
-                Check.isTrue(!th.isAlive(), "worker still running");
+                assertFalse(th.isAlive(), "worker still running");
             }
             if (error.get() != null) {
-                throw new AssertionError("a worker failed", error.get());
+                fail("a worker failed", error.get());
             }
-            Check.equal(THREADS * PER_THREAD, total.get(), "IDs taken");
-            Check.equal(THREADS * PER_THREAD, seen.size(), "distinct IDs");
+            assertEquals(THREADS * PER_THREAD, total.get(), "IDs taken");
+            assertEquals(THREADS * PER_THREAD, seen.size(), "distinct IDs");
             long[] big = c.ids(2500); // split into requests of at most 1,000
             for (long v : big) {
-                Check.isTrue(seen.add(v), "duplicate in a large ask");
+                assertTrue(seen.add(v), "duplicate in a large ask");
             }
         }
     }
 
-    static void testUniqueAcrossThreads() throws Exception {
-        uniqueAcrossThreads(0);
+    @Test
+    @Timeout(120)
+    void uniqueAcrossThreads() throws Exception {
+        takeFromThreads(0);
     }
 
-    static void testUniqueAcrossThreadsWithPrefetch() throws Exception {
-        uniqueAcrossThreads(64);
+    @Test
+    @Timeout(120)
+    void uniqueAcrossThreadsWithPrefetch() throws Exception {
+        takeFromThreads(64);
     }
 
-    static void testServerRestartMidStream() throws Exception {
+    @Test
+    @Timeout(120)
+    void serverRestartMidStream() throws Exception {
         try (ServerProcess s = ServerProcess.start("lable64");
                 IdcarClient plain = s.client().retryDeadline(Duration.ofSeconds(20)).build();
                 IdcarClient buffered = s.client().retryDeadline(Duration.ofSeconds(20)).prefetch(50).build()) {
@@ -83,7 +96,7 @@ final class ServerTests {
                 if (round == 1) {
                     long pid = s.pid();
                     s.restart();
-                    Check.isTrue(pid != s.pid(), "a new server process");
+                    assertNotEquals(pid, s.pid(), "a new server process");
                 }
                 for (int i = 0; i < 200; i++) {
                     seen.add(plain.nextId());
@@ -95,43 +108,47 @@ final class ServerTests {
                     taken++;
                 }
             }
-            Check.equal(taken, seen.size(), "distinct IDs across the restart");
+            assertEquals(taken, seen.size(), "distinct IDs across the restart");
         }
     }
 
-    static void testUnavailableRetriedUntilDeadline() throws Exception {
+    @Test
+    @Timeout(120)
+    void unavailableRetriedUntilDeadline() throws Exception {
         try (ServerProcess s = ServerProcess.start("lable64", "--zk", "127.0.0.1:1", "--zk-session-timeout", "2s");
                 IdcarClient c = s.client().retryDeadline(Duration.ofSeconds(1)).build()) {
-            Check.equal("lable64", c.describe().layout(), "describe answers without a lease");
+            assertEquals("lable64", c.describe().layout(), "describe answers without a lease");
             long t0 = System.nanoTime();
-            UnavailableException e = Check.fails(UnavailableException.class, c::nextId);
+            IdcarUnavailableException e = assertThrows(IdcarUnavailableException.class, c::nextId);
             long ms = (System.nanoTime() - t0) / 1_000_000;
-            Check.isTrue(ms >= 1000 && ms < 10_000, "gave up after " + ms + " ms");
-            Check.isTrue(e.reason().contains("no lease is held"), "reason: " + e.reason());
-            Check.isTrue(e.getMessage().contains(e.reason()), "message carries the reason: " + e.getMessage());
+            assertTrue(ms >= 1000 && ms < 10_000, "gave up after " + ms + " ms");
+            assertTrue(e.reason().contains("no lease is held"), "reason: " + e.reason());
+            assertTrue(e.getMessage().contains(e.reason()), "message carries the reason: " + e.getMessage());
             try (IdcarClient p = s.client().retryDeadline(Duration.ofSeconds(1)).prefetch(100).build()) {
                 long t1 = System.nanoTime();
-                UnavailableException pe = Check.fails(UnavailableException.class, p::nextId);
+                IdcarUnavailableException pe = assertThrows(IdcarUnavailableException.class, p::nextId);
                 long pms = (System.nanoTime() - t1) / 1_000_000;
-                Check.isTrue(pms >= 1000 && pms < 10_000, "with prefetch: gave up after " + pms + " ms");
-                Check.isTrue(pe.reason().contains("no lease is held"), "with prefetch, reason: " + pe.reason());
+                assertTrue(pms >= 1000 && pms < 10_000, "with prefetch: gave up after " + pms + " ms");
+                assertTrue(pe.reason().contains("no lease is held"), "with prefetch, reason: " + pe.reason());
             }
         }
     }
 
-    static void testMissingSocketIsAClearError() throws Exception {
+    @Test
+    @Timeout(120)
+    void missingSocketIsAClearError() throws Exception {
         Path dir = Files.createTempDirectory("idcar-java-missing-");
         Path sock = dir.resolve("nobody.sock");
         try {
             for (Duration deadline : new Duration[] {Duration.ZERO, Duration.ofMillis(300)}) {
                 try (IdcarClient c = IdcarClient.builder().socket(sock).retryDeadline(deadline).build()) {
                     long t0 = System.nanoTime();
-                    IdcarConnectException e = Check.fails(IdcarConnectException.class, c::nextId);
+                    IdcarConnectException e = assertThrows(IdcarConnectException.class, c::nextId);
                     long ms = (System.nanoTime() - t0) / 1_000_000;
-                    Check.isTrue(ms < deadline.toMillis() + 2000, "took " + ms + " ms");
-                    Check.isTrue(e.getMessage().contains(sock.toString()), "names the path: " + e.getMessage());
-                    Check.isTrue(e.getMessage().contains("No such file"), "names the cause: " + e.getMessage());
-                    Check.equal(sock, e.socket(), "socket()");
+                    assertTrue(ms < deadline.toMillis() + 2000, "took " + ms + " ms");
+                    assertTrue(e.getMessage().contains(sock.toString()), "names the path: " + e.getMessage());
+                    assertTrue(e.getMessage().contains("No such file"), "names the cause: " + e.getMessage());
+                    assertEquals(sock, e.socket(), "socket()");
                 }
             }
         } finally {
@@ -147,37 +164,41 @@ final class ServerTests {
         return java.util.Arrays.copyOfRange(spec, 1, spec.length);
     }
 
-    static void testDecodeMatchesCliForEveryLayout() throws Exception {
+    @Test
+    @Timeout(120)
+    void decodeMatchesCliForEveryLayout() throws Exception {
         for (String[] spec : LAYOUTS) {
             String layout = spec[0];
             try (ServerProcess s = ServerProcess.start(layout, extra(spec)); IdcarClient c = s.client().build()) {
                 Description d = c.describe();
-                Check.equal(layout, d.layout(), "describe layout");
-                Check.equal(Decoder.width(layout), d.width(), "describe width");
-                Check.equal(Decoder.defaultForm(layout), d.form(), "describe form");
+                assertEquals(layout, d.layout(), "describe layout");
+                assertEquals(Decoder.width(layout), d.width(), "describe width");
+                assertEquals(Decoder.defaultForm(layout), d.form(), "describe form");
                 List<Id> ids = new ArrayList<>(c.nextIds(3));
                 ids.add(c.next());
                 if (d.width() == 8) {
                     long v = c.nextId();
                     ids.add(Id.ofLong(layout, v));
-                    Check.equal(Id.ofLong(layout, v).toString(), c.text(v), "text(long)");
+                    assertEquals(Id.ofLong(layout, v).toString(), c.text(v), "text(long)");
                 } else {
-                    Check.fails(IllegalStateException.class, c::nextId);
+                    assertThrows(IllegalStateException.class, c::nextId);
                 }
                 for (Id id : ids) {
-                    Check.equal(layout, id.layout(), "ID layout");
-                    Check.equal(d.width(), id.bytes().length, "ID width");
+                    assertEquals(layout, id.layout(), "ID layout");
+                    assertEquals(d.width(), id.bytes().length, "ID width");
                     Map<String, Object> want = ServerProcess.cliDecode(layout, id.toString(), extra(spec));
                     Map<String, Object> got = c.decode(id);
-                    Check.equal(want, got, layout + " decode of " + id);
-                    Check.equal(id, Id.parse(layout, id.toString()), "parse of " + id);
+                    assertEquals(want, got, layout + " decode of " + id);
+                    assertEquals(id, Id.parse(layout, id.toString()), "parse of " + id);
                 }
             }
         }
     }
 
     /** Edge values decode as the CLI decodes them (no server needed, only the binary). */
-    static void testDecodeEdgeValuesMatchCli() throws Exception {
+    @Test
+    @Timeout(120)
+    void decodeEdgeValuesMatchCli() throws Exception {
         List<Id> ids = List.of(
                 Id.ofLong("lable64", 0xffffffffffc003ffL), Id.ofLong("lable64", 0),
                 Id.ofLong("ugd60", (1L << 60) - 1), Id.ofLong("ugd60", 0),
@@ -185,14 +206,16 @@ final class ServerTests {
                 Id.of("muid128", new byte[] {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1}),
                 Id.of("muid128", new byte[16]));
         for (Id id : ids) {
-            Check.equal(ServerProcess.cliDecode(id.layout(), id.toString()), id.decode(), "decode of " + id);
+            assertEquals(ServerProcess.cliDecode(id.layout(), id.toString()), id.decode(), "decode of " + id);
         }
         Id si = Id.ofLong("si53", (1L << 53) - 1);
-        Check.equal(ServerProcess.cliDecode("si53", si.toString(), "--mid-bits", "3", "--base-clock", "1600000000000"),
+        assertEquals(ServerProcess.cliDecode("si53", si.toString(), "--mid-bits", "3", "--base-clock", "1600000000000"),
                 Decoder.decode(si, Map.of("mid-bits", "3", "base-clock", "1600000000000")), "si53 with params");
     }
 
-    static void testPrefetchDropsOldIdsAndStopsOnClose() throws Exception {
+    @Test
+    @Timeout(120)
+    void prefetchDropsOldIdsAndStopsOnClose() throws Exception {
         try (ServerProcess s = ServerProcess.start("lable64")) {
             IdcarClient c = s.client().prefetch(100).maxAge(Duration.ofMillis(100)).build();
             try {
@@ -201,16 +224,16 @@ final class ServerTests {
                 long before = System.currentTimeMillis();
                 Map<String, Object> f = c.decode(c.next());
                 long issued = (Long) f.get("timestamp_ms");
-                Check.isTrue(issued >= before - 50, "a stale ID was handed out: issued " + (before - issued) + " ms before the call");
+                assertTrue(issued >= before - 50, "a stale ID was handed out: issued " + (before - issued) + " ms before the call");
             } finally {
                 c.close();
             }
-            Check.fails(IdcarException.class, c::nextId);
+            assertThrows(IdcarException.class, c::nextId);
             long end = System.nanoTime() + 3_000_000_000L;
             while (prefetchThreads() > 0 && System.nanoTime() < end) {
                 Thread.sleep(20);
             }
-            Check.equal(0, prefetchThreads(), "prefetch threads alive after close");
+            assertEquals(0, prefetchThreads(), "prefetch threads alive after close");
         }
     }
 

@@ -1,4 +1,9 @@
-package dev.idcar.client.examples;
+// fetch --socket S --count N [--prefetch K]: prints N IDs, one per line, in the server's default
+// text form; on failure one line "error: <reason>" on stderr and exit status 1. --socket falls
+// back to IDCAR_SOCKET, then /tmp/idcar.sock. A single-file program (JDK 17+ source launcher):
+//
+//   mvn package   # in clients/java, once
+//   java -cp target/idcar-client-0.1.0.jar examples/Fetch.java --socket /tmp/idcar.sock --count 5
 
 import dev.idcar.client.Id;
 import dev.idcar.client.IdcarClient;
@@ -7,10 +12,6 @@ import java.io.IOException;
 import java.io.OutputStreamWriter;
 import java.nio.charset.StandardCharsets;
 
-/**
- * {@code fetch --socket S --count N [--prefetch K]}: prints N IDs, one per line, in the server's
- * default text form; on failure one line {@code error: <reason>} on stderr and exit status 1.
- */
 public final class Fetch {
     private Fetch() {
     }

@@ -1,12 +1,12 @@
-package dev.idcar.client.examples;
+// bench --socket S --seconds T: sequential next() calls (every layout) for T seconds without
+// prefetch, then T seconds with prefetch 1000; prints "single <IDs/s>" and "prefetch <IDs/s>".
+// A single-file program (JDK 17+ source launcher):
+//
+//   mvn package   # in clients/java, once
+//   java -cp target/idcar-client-0.1.0.jar examples/Bench.java --socket /tmp/idcar.sock --seconds 3
 
 import dev.idcar.client.IdcarClient;
 
-/**
- * {@code bench --socket S --seconds T}: sequential {@code next()} calls (every layout) for T seconds without
- * prefetch, then T seconds with prefetch 1000; prints {@code single <IDs/s>} and
- * {@code prefetch <IDs/s>}.
- */
 public final class Bench {
     private Bench() {
     }
@@ -21,17 +21,24 @@ public final class Bench {
         }
     }
 
+    static String value(String[] args, int i) {
+        if (i + 1 >= args.length) {
+            throw new IllegalArgumentException(args[i] + " needs a value");
+        }
+        return args[i + 1];
+    }
+
     private static void run(String[] args) {
         String socket = null;
         double seconds = 3;
         for (int i = 0; i < args.length; i += 2) {
             switch (args[i]) {
                 case "--socket":
-                    socket = Fetch.value(args, i);
+                    socket = value(args, i);
                     break;
                 case "--seconds":
                     try {
-                        seconds = Double.parseDouble(Fetch.value(args, i));
+                        seconds = Double.parseDouble(value(args, i));
                     } catch (NumberFormatException e) {
                         throw new IllegalArgumentException("--seconds must be a number");
                     }
