@@ -85,8 +85,8 @@ impl Builder {
         self
     }
 
-    /// Most connections open at once (default 4): concurrent calls share them, and a call
-    /// that finds them all busy waits for one.
+    /// Most connections open at once (default 4; the prefetch thread's included): concurrent
+    /// calls share them, and a call that finds them all busy waits for one.
     pub fn connections(mut self, n: usize) -> Builder {
         self.connections = n.max(1);
         self
@@ -222,11 +222,7 @@ impl Client {
         if let Some(p) = &self.prefetch {
             p.stop();
         }
-        let mut pool = self.shared.pool();
-        pool.open -= pool.idle.len();
-        pool.idle.clear();
-        drop(pool);
-        self.shared.freed.notify_all();
+        self.shared.drop_idle();
     }
 }
 
@@ -329,15 +325,13 @@ impl Shared {
             if pool.open < self.max_open {
                 break;
             }
-            // Every call in use makes progress within the timeout, or fails and frees its place.
-            let (p, waited) = self
+            // Every call in use reads within its timeout or fails and frees its place, so the
+            // wait ends; a long `ids(n)` may hold its connection for a while.
+            pool = self
                 .freed
                 .wait_timeout(pool, self.timeout)
-                .unwrap_or_else(|e| e.into_inner());
-            if waited.timed_out() {
-                return Err(Error::Timeout);
-            }
-            pool = p;
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
         }
         pool.open += 1;
         drop(pool);
@@ -355,26 +349,32 @@ impl Shared {
     }
 
     /// Closes the idle connections (the server closed them: an idle timeout, a restart).
-    fn drop_idle(&self) {
+    pub(crate) fn drop_idle(&self) {
         let mut pool = self.pool();
-        pool.open -= pool.idle.len();
-        pool.idle.clear();
+        let idle = std::mem::take(&mut pool.idle);
+        pool.open -= idle.len();
         drop(pool);
+        // Closed outside the lock.
+        drop(idle);
         self.freed.notify_all();
     }
 
     /// Runs `attempt` until it succeeds, fails for good, or the retry deadline passes.
     pub(crate) fn retrying<T>(&self, mut attempt: impl FnMut(&Shared) -> Result<T>) -> Result<T> {
-        let deadline = Instant::now() + self.retry_deadline;
+        // A deadline beyond what `Instant` holds: retry for as long as it takes.
+        let deadline = Instant::now().checked_add(self.retry_deadline);
         let mut pause = FIRST_PAUSE;
         loop {
             match attempt(self) {
                 Err(e) if e.is_retryable() && !self.closed.load(Ordering::SeqCst) => {
-                    let now = Instant::now();
-                    if now >= deadline {
+                    let left = match deadline {
+                        Some(d) => d.saturating_duration_since(Instant::now()),
+                        None => pause,
+                    };
+                    if left.is_zero() {
                         return Err(e);
                     }
-                    std::thread::sleep(pause.min(deadline - now));
+                    std::thread::sleep(pause.min(left));
                     pause = (pause * 2).min(MAX_PAUSE);
                 }
                 other => return other,
@@ -406,27 +406,39 @@ impl Shared {
 }
 
 /// Requests of at most [`MAX_REQUEST`] on one connection, at most [`WINDOW`] in flight; IDs
-/// received are appended to `out`, then the first error (if any) is returned. A connection
-/// that failed is closed; one that only carried refusals goes back to the pool.
+/// received are appended to `out`, then the first error (if any) is returned. After a refusal
+/// no more requests are sent (those in flight are read, so the connection stays in step). A
+/// connection that failed is closed; one that only carried refusals goes back to the pool.
 fn fetch_on(mut c: Checkout<'_>, n: usize, out: &mut Vec<Id>) -> Result<()> {
     let requests = n.div_ceil(MAX_REQUEST);
     let (conn, d) = c.conn_mut();
     let d = Arc::clone(d);
     let mut left = n;
-    let (mut sent, mut received, mut first) = (0, 0, None);
-    while received < requests {
-        while sent < requests && sent - received < WINDOW {
+    let mut in_flight = std::collections::VecDeque::with_capacity(WINDOW);
+    let (mut sent, mut first) = (0, None);
+    loop {
+        while first.is_none() && sent < requests && in_flight.len() < WINDOW {
             let k = left.min(MAX_REQUEST);
             left -= k;
             // At most MAX_REQUEST: fits a u32.
             conn.send(k as u32)?;
+            in_flight.push_back(k);
             sent += 1;
         }
+        let Some(asked) = in_flight.pop_front() else {
+            break;
+        };
         match conn.recv() {
             Ok(ids) if ids.width != d.width => {
                 return Err(Error::Protocol(format!(
                     "{}-byte IDs from a server that described {}-byte IDs",
                     ids.width, d.width
+                )));
+            }
+            Ok(ids) if ids.len() != asked => {
+                return Err(Error::Protocol(format!(
+                    "{} IDs in the answer to a request for {asked}",
+                    ids.len()
                 )));
             }
             Ok(ids) => {
@@ -439,7 +451,6 @@ fn fetch_on(mut c: Checkout<'_>, n: usize, out: &mut Vec<Id>) -> Result<()> {
             }
             Err(e) => return Err(e),
         }
-        received += 1;
     }
     c.give_back();
     first.map_or(Ok(()), Err)

@@ -52,7 +52,7 @@
 //! [`Client::builder`]: the socket, a timeout on every read and write (5 s: a silent server is
 //! an error, never a hang), the retry deadline (5 s: "unavailable" answers and a missing,
 //! refused or reset socket are retried from 10 ms doubling to 200 ms apart; a refused request
-//! is not), prefetch, and how many idle connections to keep (4).
+//! is not), prefetch, and how many connections may be open at once (4).
 //!
 //! # Prefetch: the trade-off
 //!

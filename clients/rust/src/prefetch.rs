@@ -131,9 +131,13 @@ fn refill_loop(shared: &Shared, b: &Buffer) {
                     if s.stop {
                         return;
                     }
-                    if asked.elapsed() <= b.max_age {
-                        s.ids.extend(ids.into_iter().map(|id| (asked, id)));
+                    if asked.elapsed() > b.max_age {
+                        // Too old on arrival: pause as after a failure rather than ask again
+                        // at once (on a slow layout every refill would be thrown away).
+                        failed = true;
+                        break;
                     }
+                    s.ids.extend(ids.into_iter().map(|id| (asked, id)));
                     left -= k;
                 }
                 Err(_) => {
