@@ -3,7 +3,9 @@ package idcar_test
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
+	"time"
 )
 
 // TestMain starts one lable64 server from $IDCAR_BIN for the examples (they connect through
@@ -17,8 +19,21 @@ func TestMain(m *testing.M) {
 func run(m *testing.M) int {
 	bin := os.Getenv("IDCAR_BIN")
 	if bin == "" {
-		fmt.Fprintln(os.Stderr, "FAIL: IDCAR_BIN is not set: set it to the idcar binary, e.g. IDCAR_BIN=/path/to/target/debug/idcar go test ./...")
-		return 1
+		// The newer of the repository's debug and release builds, as a checkout has them.
+		var newest time.Time
+		for _, b := range []string{"../../target/debug/idcar", "../../target/release/idcar"} {
+			if st, err := os.Stat(b); err == nil && st.ModTime().After(newest) {
+				newest, bin = st.ModTime(), b
+			}
+		}
+		if bin == "" {
+			fmt.Fprintln(os.Stderr, "FAIL: no idcar server to test against: build it (cargo build --bin idcar) or set IDCAR_BIN=/path/to/idcar")
+			return 1
+		}
+		if abs, err := filepath.Abs(bin); err == nil {
+			bin = abs
+		}
+		os.Setenv("IDCAR_BIN", bin)
 	}
 	dir, err := os.MkdirTemp("", "idcar-go-examples-")
 	if err != nil {

@@ -13,10 +13,23 @@ process.on('exit', () => {
   for (const p of live) try { p.kill('SIGKILL'); } catch { /* gone */ }
 });
 
-/** The server binary; throws (so the test fails, never skips) when IDCAR_BIN is unset. */
+/**
+ * The server binary: $IDCAR_BIN, else the newer of the repository's target/debug/idcar and
+ * target/release/idcar; throws (so the test fails, never skips) when there is none.
+ */
 function idcarBin() {
-  const bin = process.env.IDCAR_BIN;
-  if (!bin) throw new Error('IDCAR_BIN is not set: point it at the idcar binary (e.g. IDCAR_BIN=target/release/idcar)');
+  let bin = process.env.IDCAR_BIN;
+  if (!bin) {
+    const repo = path.join(__dirname, '..', '..', '..');
+    const built = ['debug', 'release']
+      .map((p) => path.join(repo, 'target', p, 'idcar'))
+      .filter((b) => fs.existsSync(b))
+      .sort((a, b) => fs.statSync(b).mtimeMs - fs.statSync(a).mtimeMs);
+    if (built.length === 0) {
+      throw new Error('no idcar server to test against: build it (cargo build --bin idcar) or set IDCAR_BIN to the idcar binary');
+    }
+    bin = built[0];
+  }
   if (!fs.existsSync(bin)) throw new Error(`IDCAR_BIN=${bin} does not exist`);
   return bin;
 }

@@ -22,14 +22,30 @@ from typing import IO, Any
 
 import idcar
 
-BIN = os.environ.get("IDCAR_BIN", "")
 LAYOUTS = ["lable64", "ugd60", "si53", "sno80", "muid128"]
 SOURCE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # clients/python
 
 
+def find_bin() -> str:
+    """$IDCAR_BIN, else the newer of the repository's target/debug and target/release idcar."""
+    named = os.environ.get("IDCAR_BIN", "")
+    if named:
+        return named
+    repo = os.path.dirname(os.path.dirname(SOURCE))
+    built = [os.path.join(repo, "target", p, "idcar") for p in ("debug", "release")]
+    found = [b for b in built if os.access(b, os.X_OK)]
+    return max(found, key=os.path.getmtime) if found else ""
+
+
+BIN = find_bin()
+
+
 def require_bin() -> None:
     if not BIN or not os.access(BIN, os.X_OK):
-        raise AssertionError("IDCAR_BIN must name the idcar binary (the Rust test suite sets it)")
+        raise AssertionError(
+            "no idcar server to test against: build it (cargo build --bin idcar) "
+            "or set IDCAR_BIN to the idcar binary"
+        )
 
 
 class Server:

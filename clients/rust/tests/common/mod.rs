@@ -6,14 +6,25 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// The server: `$IDCAR_BIN`, else the newer of this repository's `target/debug/idcar` and
+/// `target/release/idcar`; a test fails (never skips) when there is none.
 pub fn bin() -> PathBuf {
-    match std::env::var_os("IDCAR_BIN") {
-        Some(b) if !b.is_empty() => PathBuf::from(b),
-        _ => panic!(
-            "IDCAR_BIN is not set: build the server (cargo build --bin idcar) and set \
-             IDCAR_BIN=/absolute/path/to/target/debug/idcar"
-        ),
+    if let Some(b) = std::env::var_os("IDCAR_BIN").filter(|b| !b.is_empty()) {
+        return PathBuf::from(b);
     }
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    ["debug", "release"]
+        .iter()
+        .map(|p| repo.join("target").join(p).join("idcar"))
+        .filter_map(|b| Some((std::fs::metadata(&b).ok()?.modified().ok()?, b)))
+        .max()
+        .map(|(_, b)| b)
+        .unwrap_or_else(|| {
+            panic!(
+                "no idcar server to test against: build it (cargo build --bin idcar) or set \
+                 IDCAR_BIN=/absolute/path/to/idcar"
+            )
+        })
 }
 
 pub struct Server {

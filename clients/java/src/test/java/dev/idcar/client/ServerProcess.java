@@ -34,12 +34,22 @@ final class ServerProcess implements AutoCloseable {
     private final List<String> command;
     private Process process;
 
-    /** The idcar binary; the test FAILS (never skips) when IDCAR_BIN is not set. */
+    /**
+     * The idcar binary: {@code $IDCAR_BIN}, else the newer of the repository's
+     * {@code target/debug/idcar} and {@code target/release/idcar}; the test FAILS (never skips)
+     * when there is none.
+     */
     static String bin() {
         String b = System.getenv("IDCAR_BIN");
         if (b == null || b.isEmpty()) {
-            throw new AssertionError("IDCAR_BIN is not set: the server tests need the idcar binary "
-                    + "(IDCAR_BIN=/path/to/idcar mvn test)");
+            Path repo = Path.of("").toAbsolutePath().resolve("../..").normalize();
+            b = java.util.stream.Stream.of("debug", "release")
+                    .map(p -> repo.resolve("target").resolve(p).resolve("idcar"))
+                    .filter(Files::isExecutable)
+                    .max(java.util.Comparator.comparing(p -> p.toFile().lastModified()))
+                    .map(Path::toString)
+                    .orElseThrow(() -> new AssertionError("no idcar server to test against: build it "
+                            + "(cargo build --bin idcar) or set IDCAR_BIN=/path/to/idcar"));
         }
         if (!Files.isExecutable(Path.of(b))) {
             throw new AssertionError("IDCAR_BIN=" + b + " is not an executable file");
