@@ -76,8 +76,8 @@
 //!
 //! [`Connection`] is one connection without retries, for pipelining (send several requests,
 //! then read the answers in order) and for request options ([`RequestOptions`]: sno80's
-//! metabyte, muid128 transactions). With the `tokio` feature, [`tokio::Connection`] is the
-//! same on tokio's Unix socket.
+//! metabyte, muid128 transactions). With the `tokio` feature, `idcar_client::tokio::Connection`
+//! is the same on tokio's Unix socket.
 //!
 //! The contract every idcar client shares is `clients/SPEC.md` in idcar's repository; the wire
 //! protocol is `docs/protocol.md`.
