@@ -40,6 +40,17 @@ py="$venv/bin/python"
 echo "installed: $("$py" -c 'import idcar; print(idcar.__file__)')"
 
 cd "$here/tests"
+# What is under test is the installed copy: from here, `import idcar` must resolve into the
+# venv's site-packages, not to the source tree.
+"$py" - "$here" <<'PY'
+import os, sys, sysconfig
+import idcar
+installed = os.path.realpath(idcar.__file__)
+site = os.path.realpath(sysconfig.get_paths()["purelib"])
+source = os.path.realpath(sys.argv[1])
+assert installed.startswith(site + os.sep), f"idcar imported from {installed}, not from {site}"
+assert not installed.startswith(source + os.sep), f"idcar imported from the source tree"
+PY
 # Modules by name: test_client from here, fetch and bench from ../examples (MYPYPATH), idcar
 # from the venv's site-packages. Checked as Python 3.11 code, the oldest supported.
 MYPYPATH="$here/examples" "$py" -m mypy --strict --python-version 3.11 \
