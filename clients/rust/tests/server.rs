@@ -172,6 +172,22 @@ fn fake(
     (dir, path)
 }
 
+/// A fake server's answer to describe: lable64, 8-byte IDs.
+fn describe_answer() -> Vec<u8> {
+    let body = br#"{"layout":"lable64","width":8,"form":"hex","params":{}}"#;
+    let mut out = vec![0xd1, 0, 8, 0];
+    out.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    out.extend_from_slice(body);
+    out
+}
+
+/// Reads a describe request and answers it.
+fn answer_describe(s: &mut std::os::unix::net::UnixStream) {
+    let mut b = [0; 4];
+    let _ = s.read_exact(&mut b);
+    let _ = s.write_all(&describe_answer());
+}
+
 #[test]
 fn a_bad_or_silent_peer_is_an_error_not_a_hang() {
     // A short timeout for the silent peer only: the others answer, however busy the machine.
@@ -200,13 +216,7 @@ fn a_bad_or_silent_peer_is_an_error_not_a_hang() {
     assert!(matches!(with_timeout(&silent, 300), Err(Error::Timeout)));
     // A width that is not the described one.
     let (_d3, liar) = fake(|s| {
-        let mut b = [0; 4];
-        let _ = s.read_exact(&mut b);
-        let body = br#"{"layout":"lable64","width":8,"form":"hex","params":{}}"#;
-        let mut out = vec![0xd1, 0, 8, 0];
-        out.extend_from_slice(&(body.len() as u32).to_be_bytes());
-        out.extend_from_slice(body);
-        let _ = s.write_all(&out);
+        answer_describe(s);
         let mut req = [0; 8];
         let _ = s.read_exact(&mut req);
         let _ = s.write_all(&[0xd1, 0, 10, 0, 0, 0, 0, 10, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
@@ -216,13 +226,7 @@ fn a_bad_or_silent_peer_is_an_error_not_a_hang() {
     assert!(matches!(c.next_id(), Err(Error::Protocol(_))));
     // More IDs than were asked for.
     let (_d4, generous) = fake(|s| {
-        let mut b = [0; 4];
-        let _ = s.read_exact(&mut b);
-        let body = br#"{"layout":"lable64","width":8,"form":"hex","params":{}}"#;
-        let mut out = vec![0xd1, 0, 8, 0];
-        out.extend_from_slice(&(body.len() as u32).to_be_bytes());
-        out.extend_from_slice(body);
-        let _ = s.write_all(&out);
+        answer_describe(s);
         let mut req = [0; 8];
         let _ = s.read_exact(&mut req);
         let mut answer = vec![0xd1, 0, 8, 0, 0, 0, 0, 16];
@@ -356,10 +360,7 @@ fn counting_server() -> (
                 while s.read_exact(&mut head).is_ok() {
                     let mut out = Vec::new();
                     if head[1] == 2 {
-                        let body = br#"{"layout":"lable64","width":8,"form":"hex","params":{}}"#;
-                        out.extend_from_slice(&[0xd1, 0, 8, 0]);
-                        out.extend_from_slice(&(body.len() as u32).to_be_bytes());
-                        out.extend_from_slice(body);
+                        out = describe_answer();
                     } else {
                         let mut count = [0u8; 4];
                         if s.read_exact(&mut count).is_err() {
