@@ -351,6 +351,12 @@ pub struct ServeArgs {
     #[cfg(feature = "fault-injection")]
     #[arg(long, hide = true, value_enum, default_value_t = crate::lease::planted::PlantedBug::None)]
     pub plant_bug: crate::lease::planted::PlantedBug,
+    /// Testing aid (builds with the cargo feature `fault-injection` only): a deliberate panic
+    /// in a connection's handler (`request:N`, at the N-th HTTP request) or on the lease
+    /// thread (`lease:DURATION` after start).
+    #[cfg(feature = "fault-injection")]
+    #[arg(long, hide = true, default_value = "none")]
+    pub plant_panic: crate::panics::PlantedPanic,
     /// Testing aid (builds with the cargo feature `fault-injection` only): hold every mark
     /// write back this long after its mark was chosen, as a starved renewal path would (e.g.
     /// `1200ms`).

@@ -82,6 +82,8 @@ pub struct ServeConfig {
     pub clock_skew_ns: i64,
     /// Testing aid (cargo feature `fault-injection`): a deliberate lease bug for the campaign.
     pub planted: crate::lease::planted::PlantedBug,
+    /// Testing aid (feature `fault-injection`): a deliberate panic.
+    pub planted_panic: crate::panics::PlantedPanic,
     /// What shapes the layout's IDs (`flag name`, value): for clients' describe requests,
     /// and recorded with a ZooKeeper pool.
     pub params: Vec<(String, String)>,
@@ -273,6 +275,7 @@ impl ServeConfig {
             threads: a.threads,
             clock_skew_ns: clock_skew(a),
             planted: planted(a),
+            planted_panic: planted_panic(a),
             params: pool_params(&a.layout, a.cluster_id),
             layout,
         })
@@ -303,6 +306,16 @@ fn planted(a: &ServeArgs) -> crate::lease::planted::PlantedBug {
 #[cfg(not(feature = "fault-injection"))]
 fn planted(_: &ServeArgs) -> crate::lease::planted::PlantedBug {
     crate::lease::planted::PlantedBug::None
+}
+
+#[cfg(feature = "fault-injection")]
+fn planted_panic(a: &ServeArgs) -> crate::panics::PlantedPanic {
+    a.plant_panic
+}
+
+#[cfg(not(feature = "fault-injection"))]
+fn planted_panic(_: &ServeArgs) -> crate::panics::PlantedPanic {
+    crate::panics::PlantedPanic::None
 }
 
 #[cfg(feature = "fault-injection")]

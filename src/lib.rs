@@ -33,6 +33,7 @@ pub mod generator;
 pub mod layout;
 pub mod lease;
 pub mod metrics;
+pub mod panics;
 pub mod probe;
 pub mod retry;
 pub mod server;

@@ -608,6 +608,32 @@ async fn release_writes_down<F: Fixture>() {
     assert_eq!(b.release(None).await, Outcome::Released);
 }
 
+/// The owner goes away without saying what it issued (its release handle dropped, as by an
+/// unwinding panic or a release abandoned at its timeout): no mark is written — the one in
+/// force stays, never the floor — and the slot is let go for a successor, who waits past it.
+async fn an_abandoned_release_leaves_the_mark<F: Fixture>() {
+    let f = F::new().await;
+    let mut r = run(f.holder().await, Arc::new(SystemClock), PASS).await;
+    let w = r.window(|_| true).await;
+    let written = *r.written.lock().unwrap().last().unwrap();
+    drop(r.release);
+    assert_eq!(ended(r.task).await, Outcome::Abandoned);
+    let stored = f.stored().await;
+    assert!(
+        stored >= w.mark && stored >= written,
+        "the mark fell to {stored}, below the window's {} (floor {})",
+        w.mark,
+        w.floor
+    );
+    let mut b = run(f.holder().await, Arc::new(SystemClock), PASS).await;
+    let wb = b.window(|_| true).await;
+    assert_eq!(
+        wb.floor, stored,
+        "the successor starts above the mark in force"
+    );
+    assert_eq!(b.release(None).await, Outcome::Released);
+}
+
 /// Someone else writes the mark: the next renewal fails its compare-and-set, the holder
 /// stops at once and counts the loss.
 async fn a_foreign_write_is_stolen<F: Fixture>() {
@@ -667,6 +693,7 @@ macro_rules! conformance {
                 renewal_never_lowers_the_mark,
                 a_lapse_stops_issuing_at_the_mark,
                 release_writes_down,
+                an_abandoned_release_leaves_the_mark,
                 a_foreign_write_is_stolen,
                 a_store_error_never_publishes
             );

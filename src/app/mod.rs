@@ -23,6 +23,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     };
     match cli.command {
         Command::Serve(a) => {
+            // Any panic aborts the process at once (see `crate::panics`).
+            crate::panics::abort_on_panic();
             let now = crate::clock::Clock::now_unix_ns(&crate::clock::SystemClock);
             let cfg = ServeConfig::from_args(&a, now)?;
             let rt = tokio::runtime::Builder::new_multi_thread()

@@ -277,6 +277,7 @@ pub async fn serve(mut cfg: ServeConfig) -> anyhow::Result<()> {
     let entered = lease_rt.handle().enter();
     let lease =
         start_leases(&cfg, clock.clone(), metrics.clone()).inspect_err(|_| bound.file.remove())?;
+    crate::panics::arm(cfg.planted_panic);
     log_serving(&cfg, &bound);
     let stalled = metrics.clock_stalled.clone();
     let svc = Service::with_leases(

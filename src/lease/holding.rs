@@ -37,7 +37,7 @@ impl End {
     /// How an interrupted wait ends the session (nothing held).
     pub(crate) fn interrupted(i: Interrupted, during: &str) -> End {
         match i {
-            Interrupted::Release(_) => End::Released,
+            Interrupted::Release(_) | Interrupted::Abandoned => End::Released,
             Interrupted::SessionEnded => End::gone(format!("session ended {during}")),
         }
     }
@@ -128,7 +128,9 @@ pub(crate) async fn serve<S: Slots>(slots: &mut S, stop: &mut Stop, across: &mut
             outcome
         };
         match outcome {
-            Outcome::Released | Outcome::ReleaseFailed(_) => return End::Released,
+            Outcome::Released | Outcome::ReleaseFailed(_) | Outcome::Abandoned => {
+                return End::Released
+            }
             Outcome::Stolen { slot, mark } => slots.proto().part.written.raise(slot, mark),
             Outcome::SessionGone { reason, holding } => {
                 return End::SessionGone { reason, holding }

@@ -203,7 +203,7 @@ async fn maintain(
         let mut claim = Claim::new(&p, cfg.slot, stored);
         claim.raise_floor(written);
         match protocol::hold(&p, &store, claim, &mut stop, &mut generation).await {
-            Outcome::Released => return Ok(()),
+            Outcome::Released | Outcome::Abandoned => return Ok(()),
             Outcome::ReleaseFailed(e) => {
                 return Err(LeaseError::StateFile {
                     path: cfg.state_file.display().to_string(),

@@ -15,4 +15,8 @@ pub enum PlantedBug {
     /// Renewals store a mark one horizon lower than the window they publish, so the mark
     /// in ZooKeeper no longer bounds what the holder issues.
     LowerMark,
+    /// A release that does not know the highest tick issued (the owner's handle dropped: a
+    /// panic that unwinds, a release abandoned at its timeout) writes the mark down to the
+    /// claim's floor, below ticks that may have been issued.
+    AbandonToFloor,
 }

@@ -29,7 +29,9 @@
 //!    when it runs out the lease says so at that moment ([`or_lapse`]), counted once.
 //! 7. **Release** ([`release`]): the mark is written down to the highest tick issued, never
 //!    below the floor ([`mark_down`]), and the claim let go — one atomic write where the
-//!    store can — so a successor waits almost nothing.
+//!    store can — so a successor waits almost nothing. A release that does not know the
+//!    highest tick issued (the owner's handle dropped: [`Interrupted::Abandoned`]) writes
+//!    nothing: the mark in force stays, the slot is let go ([`abandon`]).
 //!
 //! Facts kept elsewhere that the invariant relies on:
 //!
@@ -77,6 +79,9 @@ pub enum Outcome {
     /// Released on the owner's request, but the mark could not be written down (the slot
     /// frees as the store frees it: the session's end, the next start).
     ReleaseFailed(StoreError),
+    /// The owner went away without saying what it issued ([`Interrupted::Abandoned`]): the
+    /// mark last written stays in force and the slot is let go without a write.
+    Abandoned,
     /// Another writer changed the mark or the claim vanished: issuing stopped at once, the
     /// loss is counted and the slot given back; claim again — a new claim of this `slot`
     /// starts above `mark`, the highest mark this holder wrote ([`Claim::raise_floor`]),
@@ -314,11 +319,32 @@ async fn interrupted<S: MarkStore>(
             Ok(_) => Outcome::Released,
             Err(e) => Outcome::ReleaseFailed(e),
         },
+        Interrupted::Abandoned => {
+            abandon(p, store, claim).await;
+            Outcome::Abandoned
+        }
         Interrupted::SessionEnded => Outcome::SessionGone {
             reason: "session ended while holding the lease".into(),
             holding,
         },
     }
+}
+
+/// The owner is gone without saying what it issued: the highest tick issued is unknown, so
+/// no mark is written (writing the floor would lower the mark below ticks that may have been
+/// issued); the slot is let go as after a loss, and a successor waits past the mark in force.
+async fn abandon<S: MarkStore>(p: &Protocol, store: &S, claim: &Claim<S::Version>) {
+    p.tx.send_replace(LeaseState::Released);
+    tracing::warn!(
+        slot = claim.slot,
+        mark = claim.mark,
+        "released without the highest tick issued: the time mark stays in force"
+    );
+    if p.planted() == PlantedBug::AbandonToFloor {
+        let _ = store.write_down(claim, claim.floor).await;
+        return;
+    }
+    store.give_back(claim.slot).await;
 }
 
 /// Awaits `write`; if `runs_out` (when given) passes first, calls `on_lapse` at that moment

@@ -21,7 +21,13 @@
 //! than one hard link, readable by others), it is replaced the old way: a temporary file in
 //! the same directory, fsynced, renamed over the old file, and the directory fsynced. Either
 //! way a crash leaves the old or the new contents whole.
-//! An advisory lock on `<file>.lock` keeps two processes off the same state file.
+//! An advisory lock on the state file itself keeps two processes off it: whoever deletes or
+//! replaces the file from outside cannot hand a second process a lock of its own while the
+//! first runs (the first re-takes the lock on whatever file is at the path before each write,
+//! and stops if another process holds it). A write that replaces the file locks the new one
+//! before renaming it into place, so the lock never lapses. `<file>.lock` is locked too, as
+//! older versions of idcar lock only that: an old and a new idcar never share a state file
+//! during an upgrade.
 //!
 //! The state file, its lock and its temporary files are `0600` whatever the umask (they are
 //! this process's business alone), and none of them may be a symbolic link: a write may rename
@@ -54,8 +60,42 @@ struct Contents {
 #[derive(Debug)]
 pub struct StateFile {
     path: PathBuf,
-    /// Held for as long as this value lives; the kernel drops the lock if the process dies.
+    /// `<file>.lock`, locked as older versions lock it. Held for as long as this value lives;
+    /// the kernel drops the lock if the process dies.
     _lock: File,
+    /// The state file itself, open and locked: the file at `path` as long as no one outside
+    /// deletes or replaces it (checked before each write, see [`StateFile::hold`]).
+    held: std::sync::Mutex<File>,
+}
+
+/// The error of a state file that another process holds.
+const LOCKED: &str = "locked by another process (is another idcar running with this state file?)";
+
+/// Opens (creating) the file at `path` and locks it, making sure the lock is on the file
+/// that is at `path` now (another process may replace it between the open and the lock).
+fn lock_own(path: &Path) -> Result<File, LeaseError> {
+    use std::os::unix::fs::MetadataExt;
+    for _ in 0..10 {
+        let f = OpenOptions::new()
+            .create(true)
+            .read(true)
+            .write(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(nix::libc::O_NOFOLLOW)
+            .open(path)
+            .map_err(|e| err(path, format!("cannot open: {e}")))?;
+        f.try_lock().map_err(|e| match e {
+            std::fs::TryLockError::WouldBlock => err(path, LOCKED),
+            std::fs::TryLockError::Error(e) => err(path, format!("cannot lock: {e}")),
+        })?;
+        let ours = f.metadata().map_err(|e| err(path, e))?;
+        match std::fs::symlink_metadata(path) {
+            Ok(m) if m.dev() == ours.dev() && m.ino() == ours.ino() => return Ok(f),
+            _ => continue,
+        }
+    }
+    Err(err(path, "keeps being replaced while idcar locks it"))
 }
 
 /// FNV-1a 64 of `c` as serialised, 16 hex digits; `c.check` must be `None` (the sum is of
@@ -117,12 +157,10 @@ impl StateFile {
         let lock = open_private(&lock_path, false)
             .map_err(|e| err(path, format!("cannot create lock file: {e}")))?;
         lock.try_lock().map_err(|e| match e {
-            std::fs::TryLockError::WouldBlock => err(
-                path,
-                "locked by another process (is another idcar running with this state file?)",
-            ),
+            std::fs::TryLockError::WouldBlock => err(path, LOCKED),
             std::fs::TryLockError::Error(e) => err(path, format!("cannot lock: {e}")),
         })?;
+        let held = lock_own(path)?;
         // Holding the lock, no one else writes: temporary files beside ours are leftovers of
         // a write cut short (a crash, a second signal).
         if let (Some(dir), Some(name)) = (path.parent(), path.file_name()) {
@@ -146,15 +184,42 @@ impl StateFile {
         Ok(StateFile {
             path: path.to_owned(),
             _lock: lock,
+            held: std::sync::Mutex::new(held),
         })
     }
 
+    fn held(&self) -> std::sync::MutexGuard<'_, File> {
+        self.held.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Makes sure the file at the path is the one this process holds locked: if someone
+    /// outside deleted or replaced it, the file now there is locked instead (created empty if
+    /// missing) — or, if another process holds it, this is an error and nothing is written.
+    fn hold(&self) -> Result<(), LeaseError> {
+        use std::os::unix::fs::MetadataExt;
+        let mut held = self.held();
+        let ours = held.metadata().map_err(|e| err(&self.path, e))?;
+        match std::fs::symlink_metadata(&self.path) {
+            Ok(m) if m.dev() == ours.dev() && m.ino() == ours.ino() => return Ok(()),
+            _ => {}
+        }
+        tracing::warn!(
+            path = %self.path.display(),
+            "the state file was deleted or replaced by another program while idcar held it; locking the file now there"
+        );
+        *held = lock_own(&self.path)?;
+        Ok(())
+    }
     fn read_all(&self) -> Result<Contents, LeaseError> {
         let text = match std::fs::read_to_string(&self.path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Contents::default()),
             Err(e) => return Err(err(&self.path, e)),
         };
+        // Created empty by the lock, never written yet.
+        if text.is_empty() {
+            return Ok(Contents::default());
+        }
         let mut c: Contents = serde_json::from_str(&text).map_err(|e| {
             err(
                 &self.path,
@@ -211,6 +276,7 @@ impl StateFile {
         token: Option<u64>,
     ) -> Result<(), LeaseError> {
         not_a_link(&self.path, &self.path)?;
+        self.hold()?;
         let mut c = self.read_all()?;
         c.version = 1;
         c.marks.insert(key.to_owned(), mark);
@@ -235,15 +301,8 @@ impl StateFile {
     /// Overwrites the file in place with `text` (one sector) if it is one sector long now:
     /// one write, one `fdatasync`. `Ok(false)` when it is not (the caller replaces it).
     fn overwrite(&self, text: &[u8]) -> std::io::Result<bool> {
-        let f = match OpenOptions::new()
-            .write(true)
-            .custom_flags(nix::libc::O_NOFOLLOW)
-            .open(&self.path)
-        {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-            Err(e) => return Err(e),
-        };
+        // The file this process holds locked (`hold` checked it is the one at the path).
+        let f = self.held();
         // Only a file that is this process's alone and already one sector long.
         use std::os::unix::fs::MetadataExt;
         let m = f.metadata()?;
@@ -265,17 +324,27 @@ impl StateFile {
         let mut tmp_name = self.path.file_name().unwrap_or_default().to_owned();
         tmp_name.push(format!(".tmp.{}", std::process::id()));
         let tmp = dir.join(tmp_name);
-        let result = (|| -> std::io::Result<()> {
+        let mut held = self.held();
+        let result = (|| -> std::io::Result<File> {
             let mut f = open_private(&tmp, true)?;
+            // Locked before it takes the path: the lock never lapses.
+            f.try_lock().map_err(std::io::Error::other)?;
             f.write_all(text)?;
             f.sync_all()?;
             std::fs::rename(&tmp, &self.path)?;
-            File::open(&dir)?.sync_all()
+            File::open(&dir)?.sync_all()?;
+            Ok(f)
         })();
-        if result.is_err() {
-            let _ = std::fs::remove_file(&tmp);
+        match result {
+            Ok(f) => {
+                *held = f;
+                Ok(())
+            }
+            Err(e) => {
+                let _ = std::fs::remove_file(&tmp);
+                Err(err(&self.path, format!("cannot write: {e}")))
+            }
         }
-        result.map_err(|e| err(&self.path, format!("cannot write: {e}")))
     }
 }
 
@@ -381,6 +450,44 @@ mod tests {
         let _f = StateFile::open(&p).unwrap();
         let e = StateFile::open(&p).unwrap_err().to_string();
         assert!(e.contains("locked by another process"), "{e}");
+    }
+
+    #[test]
+    fn a_deleted_lock_file_admits_no_second_process() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("s.json");
+        let f = StateFile::open(&p).unwrap();
+        f.write("k", 7).unwrap();
+        std::fs::remove_file(dir.path().join("s.json.lock")).unwrap();
+        let e = StateFile::open(&p).unwrap_err().to_string();
+        assert!(e.contains("locked by another process"), "{e}");
+        // Its writes, in place or replacing the file, keep the state file locked.
+        f.write("k", 8).unwrap();
+        f.write(&"x".repeat(600), 1).unwrap();
+        f.write("k", 9).unwrap();
+        let e = StateFile::open(&p).unwrap_err().to_string();
+        assert!(e.contains("locked by another process"), "{e}");
+        assert_eq!(f.read("k").unwrap(), Some(9));
+    }
+
+    #[test]
+    fn a_state_file_replaced_from_outside_is_locked_again_before_a_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("s.json");
+        let f = StateFile::open(&p).unwrap();
+        f.write("k", 7).unwrap();
+        // An editor's save: a new file renamed over the old one.
+        let edited = dir.path().join("edited");
+        std::fs::write(&edited, r#"{"version":1,"marks":{"k":5}}"#).unwrap();
+        std::fs::rename(&edited, &p).unwrap();
+        f.write("k", 8).unwrap();
+        let e = StateFile::open(&p).unwrap_err().to_string();
+        assert!(e.contains("locked by another process"), "{e}");
+        // Deleted: recreated, and locked, by the next write.
+        std::fs::remove_file(&p).unwrap();
+        f.write("k", 9).unwrap();
+        assert_eq!(f.read("k").unwrap(), Some(9));
+        assert!(StateFile::open(&p).is_err());
     }
 
     #[test]

@@ -12,6 +12,10 @@ use tokio_util::sync::CancellationToken;
 pub enum Interrupted {
     /// The owner asked for the release, handing over the highest tick issued.
     Release(Option<Issued>),
+    /// The owner went away without saying what it issued (its release handle was dropped:
+    /// an unwinding panic, a release abandoned at its timeout). The highest tick issued is
+    /// unknown, so the mark last written stays in force: nothing may be written below it.
+    Abandoned,
     /// The store's session is over.
     SessionEnded,
 }
@@ -21,9 +25,21 @@ pub enum Interrupted {
 #[derive(Debug)]
 pub struct Stop {
     release: oneshot::Receiver<Option<Issued>>,
-    /// The release request once received (a oneshot is polled to completion only once).
-    released: Option<Option<Issued>>,
+    /// The release request once received (a oneshot is polled to completion only once):
+    /// `Err` when the sender was dropped without one.
+    released: Option<Result<Option<Issued>, Abandoned>>,
     session: CancellationToken,
+}
+
+/// The release handle was dropped before it said what was issued.
+#[derive(Clone, Copy, Debug)]
+struct Abandoned;
+
+fn released(h: Result<Option<Issued>, Abandoned>) -> Interrupted {
+    match h {
+        Ok(h) => Interrupted::Release(h),
+        Err(Abandoned) => Interrupted::Abandoned,
+    }
 }
 
 impl Stop {
@@ -43,15 +59,16 @@ impl Stop {
     /// Runs `f` to completion unless the release is asked for or the session ends first.
     pub async fn or<F: Future>(&mut self, f: F) -> Result<F::Output, Interrupted> {
         if let Some(h) = self.released {
-            return Err(Interrupted::Release(h));
+            return Err(released(h));
         }
         tokio::select! {
             r = f => Ok(r),
             h = &mut self.release => {
-                // A dropped sender means the owner is gone: release with nothing issued.
-                let h = h.ok().flatten();
+                // A dropped sender means the owner is gone without saying what it issued:
+                // never "nothing issued", which would write the mark down to the floor.
+                let h = h.map_err(|_| Abandoned);
                 self.released = Some(h);
-                Err(Interrupted::Release(h))
+                Err(released(h))
             }
             _ = self.session.cancelled() => Err(Interrupted::SessionEnded),
         }
@@ -90,6 +107,21 @@ mod tests {
         assert!(matches!(
             stop.or(std::future::ready(())).await,
             Err(Interrupted::Release(None))
+        ));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_dropped_release_handle_is_abandoned_not_nothing_issued() {
+        let (tx, rx) = oneshot::channel::<Option<Issued>>();
+        let mut stop = Stop::new(rx);
+        drop(tx);
+        assert!(matches!(
+            stop.sleep(Duration::from_secs(60)).await,
+            Err(Interrupted::Abandoned)
+        ));
+        assert!(matches!(
+            stop.or(std::future::ready(())).await,
+            Err(Interrupted::Abandoned)
         ));
     }
 }

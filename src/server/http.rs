@@ -158,6 +158,7 @@ fn opts(svc: &Service, p: &Params) -> Result<RequestOptions, String> {
 }
 
 async fn route(svc: &Service, path: &str, query: &str, json: bool) -> Reply {
+    crate::panics::request();
     let p = match params(query) {
         Ok(p) => p,
         Err(e) => return fail(StatusCode::BAD_REQUEST, e, json),
