@@ -122,6 +122,9 @@ pub struct Service {
     waiting: AtomicUsize,
     /// What shapes the layout's IDs (flag name without dashes, value), for describe requests.
     params: std::sync::OnceLock<Vec<(String, String)>>,
+    /// What this instance issues for, when it is not negotiated (a static generator): said
+    /// by `/readyz` under its first line.
+    issues_for: std::sync::OnceLock<String>,
 }
 
 thread_local! {
@@ -205,6 +208,7 @@ impl Service {
             lane: tokio::sync::Mutex::new(Reported::default()),
             waiting: AtomicUsize::new(0),
             params: std::sync::OnceLock::new(),
+            issues_for: std::sync::OnceLock::new(),
         }))
     }
 
@@ -228,6 +232,17 @@ impl Service {
     /// for describe requests. Only the first call counts.
     pub fn set_params(&self, params: &[(String, String)]) {
         let _ = self.params.set(params.to_vec());
+    }
+
+    /// Records what this instance issues for (a static generator), for `/readyz`. Only the
+    /// first call counts.
+    pub fn set_issues_for(&self, what: String) {
+        let _ = self.issues_for.set(what);
+    }
+
+    /// What [`Service::set_issues_for`] recorded.
+    pub fn issues_for(&self) -> Option<&str> {
+        self.issues_for.get().map(String::as_str)
     }
 
     /// The parameters recorded by [`Service::set_params`] (none if never called).

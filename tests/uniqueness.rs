@@ -89,3 +89,22 @@ async fn a_deleted_lock_file_admits_no_second_idcar() {
     assert!(!a.take(10).await.unwrap().is_empty());
     a.stop_ok().await;
 }
+
+/// A static instance says which generator and cluster it issues for, at start and on
+/// `/readyz`, and how to keep it outside negotiated pools.
+#[tokio::test]
+async fn a_static_instance_says_what_it_issues_for() {
+    let mut idcar = Idcar::start(&["--generator-id", "7", "--cluster-id", "15"]).await;
+    idcar.wait_ready(Duration::from_secs(10)).await;
+    let (status, body) = idcar.admin_get("/readyz").await;
+    assert_eq!(status, 200);
+    let mut lines = body.lines();
+    assert_eq!(lines.next(), Some("ready"));
+    let what = lines.next().unwrap_or_default();
+    assert!(
+        what.starts_with("static generator 7 of cluster 15 (lable64)") && what.contains("pool"),
+        "{body}"
+    );
+    assert!(idcar.logs().contains("static generator 7 of cluster 15"));
+    idcar.stop_ok().await;
+}

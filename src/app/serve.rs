@@ -263,6 +263,19 @@ fn log_serving(cfg: &ServeConfig, bound: &Bound) {
     );
 }
 
+/// What a static instance issues for, said at start and by `/readyz`: nothing negotiates
+/// its generator, so nothing stops a negotiated pool of the same layout and cluster from
+/// handing the same generator to another instance.
+fn static_generator(cfg: &ServeConfig, slot: u32) -> String {
+    format!(
+        "static generator {slot} of cluster {} ({}): no store negotiates it, so keep it outside \
+         every ZooKeeper or etcd pool of this layout and cluster (give static instances a \
+         cluster ID of their own)",
+        cfg.cluster,
+        cfg.layout.name()
+    )
+}
+
 /// Serves until a signal, then drains and releases the lease.
 pub async fn serve(mut cfg: ServeConfig) -> anyhow::Result<()> {
     budget_descriptors(&mut cfg)?;
@@ -279,6 +292,10 @@ pub async fn serve(mut cfg: ServeConfig) -> anyhow::Result<()> {
         start_leases(&cfg, clock.clone(), metrics.clone()).inspect_err(|_| bound.file.remove())?;
     crate::panics::arm(cfg.planted_panic);
     log_serving(&cfg, &bound);
+    let issues_for = match &cfg.lease {
+        LeaseSource::Static { slot, .. } => Some(static_generator(&cfg, *slot)),
+        _ => None,
+    };
     let stalled = metrics.clock_stalled.clone();
     let svc = Service::with_leases(
         cfg.layout,
@@ -289,6 +306,10 @@ pub async fn serve(mut cfg: ServeConfig) -> anyhow::Result<()> {
     )
     .context("cannot start the timer thread")?;
     svc.set_params(&cfg.params);
+    if let Some(what) = issues_for {
+        tracing::warn!("{what}");
+        svc.set_issues_for(what);
+    }
     crate::clock::watch_clocks(svc.clock_faults(), clock, stalled)
         .context("cannot start the clock watchdog thread")?;
     let follower = tokio::spawn(svc.clone().follow_lease());

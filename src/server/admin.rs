@@ -22,14 +22,20 @@ pub async fn handle<B>(
             )
         }
         "/healthz" => (StatusCode::OK, "text/plain", "ok\n".to_string()),
-        "/readyz" => match svc.ready() {
-            Ok(()) => (StatusCode::OK, "text/plain", "ready\n".to_string()),
-            Err(why) => (
-                StatusCode::SERVICE_UNAVAILABLE,
-                "text/plain",
-                format!("not ready: {why}\n"),
-            ),
-        },
+        "/readyz" => {
+            let (status, mut body) = match svc.ready() {
+                Ok(()) => (StatusCode::OK, "ready\n".to_string()),
+                Err(why) => (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!("not ready: {why}\n"),
+                ),
+            };
+            if let Some(what) = svc.issues_for() {
+                body.push_str(what);
+                body.push('\n');
+            }
+            (status, "text/plain", body)
+        }
         other => (
             StatusCode::NOT_FOUND,
             "text/plain",
