@@ -108,3 +108,79 @@ async fn a_static_instance_says_what_it_issues_for() {
     assert!(idcar.logs().contains("static generator 7 of cluster 15"));
     idcar.stop_ok().await;
 }
+
+/// A predecessor's mark further ahead than this instance's `--max-clock-wait` (its clock ran
+/// ahead) is waited for, not fatal: not ready saying why, then serving above the mark.
+fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+async fn a_far_ahead_mark_is_waited_for(store: &str, connect: &str) {
+    let args = |extra: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = [
+            store,
+            connect,
+            "--pool-size",
+            "1",
+            "--lease-horizon",
+            "1s",
+            "--renew-interval",
+            "300ms",
+            "--max-clock-wait",
+            "1s",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let expiry = if store == "--zk" {
+            "--zk-session-timeout"
+        } else {
+            "--etcd-ttl"
+        };
+        v.extend([expiry.to_string(), "2s".to_string()]);
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v
+    };
+    let a_args = args(&["--clock-skew", "6s"]);
+    let mut a = Idcar::start(&strs(&a_args)).await;
+    a.wait_ready(Duration::from_secs(15)).await;
+    let from_a = a.take(500).await.unwrap();
+    let b_args = args(&[]);
+    let mut b = Idcar::start(&strs(&b_args)).await;
+    a.signal(nix::sys::signal::Signal::SIGKILL);
+    let _ = a.wait_exit(Duration::from_secs(5)).await;
+    // b claims once a's session or lease is gone, finds the mark ~8 s ahead of its clock.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let (status, body) = b.admin_get("/readyz").await;
+        assert_ne!(status, 200, "ready before the mark passed: {body}");
+        if body.contains("--max-clock-wait") {
+            assert!(body.contains("ahead of this host's clock"), "{body}");
+            break;
+        }
+        assert!(
+            b.child.try_wait().unwrap().is_none(),
+            "b exited: {}",
+            b.logs()
+        );
+        assert!(std::time::Instant::now() < deadline, "{body}: {}", b.logs());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    b.wait_ready(Duration::from_secs(15)).await;
+    let newest = from_a.iter().map(|id| tick(*id)).max().unwrap();
+    let from_b = b.take(500).await.unwrap();
+    assert!(from_b.iter().all(|id| tick(*id) > newest));
+    b.stop_ok().await;
+}
+
+#[tokio::test]
+async fn zookeeper_a_far_ahead_mark_is_waited_for() {
+    let zk = common::zk::Zk::standalone();
+    a_far_ahead_mark_is_waited_for("--zk", &zk.connect()).await;
+}
+
+#[tokio::test]
+async fn etcd_a_far_ahead_mark_is_waited_for() {
+    let e = common::etcd::Etcd::single();
+    a_far_ahead_mark_is_waited_for("--etcd", &e.endpoints()).await;
+}

@@ -110,14 +110,19 @@ pub(crate) trait Slots: Send {
 
 /// Claims and holds slots until the session ends, the release is asked for, or a fatal error.
 pub(crate) async fn serve<S: Slots>(slots: &mut S, stop: &mut Stop, across: &mut Across) -> End {
+    // A claim kept while the clock passes a mark further ahead than --max-clock-wait.
+    let mut kept = None;
     loop {
-        let claim = match take(slots, stop, across).await {
-            Ok(c) => c,
-            Err(end) => {
-                // A claim dropped after it took a slot (the session ended) holds nothing now.
-                slots.proto().part.set_holding(false);
-                return end;
-            }
+        let claim = match kept.take() {
+            Some(c) => c,
+            None => match take(slots, stop, across).await {
+                Ok(c) => c,
+                Err(end) => {
+                    // A claim dropped after it took a slot (the session ended) holds nothing now.
+                    slots.proto().part.set_holding(false);
+                    return end;
+                }
+            },
         };
         across.prefer = Some(claim.slot);
         let outcome = {
@@ -145,14 +150,20 @@ pub(crate) async fn serve<S: Slots>(slots: &mut S, stop: &mut Stop, across: &mut
                     across.prefer = None;
                     continue;
                 }
-                let p = slots.proto();
-                let e = LeaseError::ClockBehind {
-                    key: slots.store().key(claim.slot),
-                    ahead,
-                    max: p.timing.max_clock_wait,
-                };
-                let _ = protocol::release(p, slots.store(), &claim, None, &[]).await;
-                return End::Fatal(e);
+                // No other slot to try: wait for the mark, holding the claim (never a crash
+                // loop); then hold it as usual.
+                let (p, store) = (slots.proto(), slots.store());
+                let key = store.key(claim.slot);
+                match protocol::wait_far_ahead(p, &key, claim.floor, stop).await {
+                    Ok(()) => kept = Some(claim),
+                    Err(i) => {
+                        if matches!(i, Interrupted::Release(_) | Interrupted::Abandoned) {
+                            // Nothing issued under this claim: the mark read stays.
+                            let _ = protocol::release(p, store, &claim, None, &[]).await;
+                        }
+                        return End::interrupted(i, "while waiting for a mark far ahead");
+                    }
+                }
             }
         }
         // The lease was lost (or the slot given back): claim again in the same session.

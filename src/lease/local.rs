@@ -149,8 +149,9 @@ impl MarkStore for FileMarks {
 
 /// Locks the state file, checks the stored mark against the clock and starts the maintainer.
 ///
-/// Fails at once (no waiting) when the state file is locked or unreadable, or when the stored
-/// mark is further ahead of the clock than `max_clock_wait`.
+/// Fails at once (no waiting) when the state file is locked or unreadable. A stored mark
+/// further ahead of the clock than `max_clock_wait` is waited for, not ready meanwhile
+/// ([`protocol::wait_far_ahead`]).
 pub fn start(
     cfg: LocalConfig,
     scheme: Scheme,
@@ -168,21 +169,10 @@ pub fn start(
         super::Part::default(),
         "starting",
     );
-    if let Err(ahead) = protocol::clock_wait(&p, stored.mark) {
-        return Err(clock_behind(&cfg, ahead));
-    }
     let (release_tx, release_rx) = oneshot::channel();
     let span = tracing::info_span!("lease", kind = "local", key = %cfg.key);
     let task = tokio::spawn(maintain(cfg, p, store, stored, release_rx).instrument(span));
     Ok(LeaseHandle::new(rx, release_tx, task))
-}
-
-fn clock_behind(cfg: &LocalConfig, ahead: Duration) -> LeaseError {
-    LeaseError::ClockBehind {
-        key: cfg.key.clone(),
-        ahead,
-        max: cfg.timing.max_clock_wait,
-    }
 }
 
 /// Holds the static slot through the protocol; after a loss (the file edited under us, or
@@ -210,7 +200,14 @@ async fn maintain(
                     why: e.to_string(),
                 })
             }
-            Outcome::ClockBehind(ahead) => return Err(p.fail(clock_behind(&cfg, ahead))),
+            Outcome::ClockBehind(_) => {
+                if let Err(i) = protocol::wait_far_ahead(&p, &cfg.key, claim.floor, &mut stop).await
+                {
+                    tracing::debug!(?i, "stopped while waiting for a mark far ahead");
+                    p.tx.send_replace(LeaseState::Released);
+                    return Ok(());
+                }
+            }
             Outcome::Stolen { mark, .. } => written = written.max(mark),
             Outcome::SessionGone { .. } => {}
         }
@@ -290,7 +287,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn refuses_a_mark_too_far_ahead_and_waits_for_a_near_one() {
+    async fn waits_for_a_mark_far_ahead_saying_why_and_for_a_near_one() {
         let dir = tempfile::tempdir().unwrap();
         let (cfg, scheme) = setup(dir.path(), Duration::from_millis(300));
         StateFile::open(&cfg.state_file)
@@ -299,8 +296,25 @@ mod tests {
             .unwrap();
         let clock = Arc::new(ManualClock::new(1_000 * 1_000_000));
         let m = Arc::new(Metrics::new("lable64", 0));
-        let e = start(cfg.clone(), scheme, clock.clone(), m.clone()).unwrap_err();
-        assert!(matches!(e, LeaseError::ClockBehind { .. }), "{e}");
+        // 4 s ahead, beyond the 300 ms bound: not ready saying why, then held once past.
+        let lease = start(cfg.clone(), scheme, clock.clone(), m.clone()).unwrap();
+        let mut rx = lease.subscribe();
+        let why = tokio::time::timeout(
+            Duration::from_secs(5),
+            rx.wait_for(|s| s.reason().is_some_and(|r| r.contains("--max-clock-wait"))),
+        )
+        .await
+        .expect("says why in time")
+        .unwrap()
+        .reason()
+        .unwrap()
+        .to_string();
+        assert!(why.contains("ahead of this host's clock"), "{why}");
+        assert!(rx.borrow().window().is_none());
+        clock.set(5_001 * 1_000_000);
+        let w = held(&mut rx).await;
+        assert_eq!(w.floor, 5_000);
+        lease.release(None).await.unwrap();
 
         // 200 ms ahead: within the bound, so the lease waits; the clock then moves past.
         clock.set(4_800 * 1_000_000);

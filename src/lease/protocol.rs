@@ -90,7 +90,8 @@ pub enum Outcome {
     /// The store's session ended. `holding`: a window was in force when it went.
     SessionGone { reason: String, holding: bool },
     /// The clock is further behind the floor than `--max-clock-wait` allows (by this much):
-    /// nothing written, nothing published, the claim still held — the caller gives it back.
+    /// nothing written, nothing published, the claim still held — the caller tries another
+    /// slot where it can, or waits ([`wait_far_ahead`]) and holds the claim again.
     ClockBehind(Duration),
 }
 
@@ -107,6 +108,47 @@ pub fn clock_wait(p: &Protocol, floor: u64) -> Result<Duration, Duration> {
         Err(wait)
     } else {
         Ok(wait)
+    }
+}
+
+/// The clock is further behind a claim's `floor` than `--max-clock-wait` (the mark of `key`:
+/// another instance's clock or `--lease-horizon` runs ahead, or this host's clock was set
+/// back): waits for it anyway — never a crash loop, which a supervisor's back-off would
+/// stretch far past the mark — not ready meanwhile, saying why and how long is left (updated
+/// every second), with a warning in the log. `Err` if interrupted first; the caller holds the
+/// claim, and holds it again once the mark has passed.
+pub async fn wait_far_ahead(
+    p: &Protocol,
+    key: &str,
+    floor: u64,
+    stop: &mut Stop,
+) -> Result<(), Interrupted> {
+    let max = p.timing.max_clock_wait;
+    let left = p.wait_past(floor);
+    tracing::warn!(
+        key,
+        ahead = ?left,
+        ?max,
+        "the stored time mark is further ahead of this host's clock than --max-clock-wait; \
+         waiting for it to pass (another instance's clock or --lease-horizon may run ahead, or \
+         this host's clock was set back)"
+    );
+    // Bounded: each pass sleeps at most a second of what the clock says is left, and the
+    // whole wait at most what was left at the start plus as much again (a clock that keeps
+    // moving back ends it; the caller then looks again).
+    let until = Instant::now() + left * 2 + Duration::from_secs(1);
+    loop {
+        let left = p.wait_past(floor);
+        if left.is_zero() || Instant::now() > until {
+            return Ok(());
+        }
+        p.pending(format!(
+            "the stored time mark for {key} is {:.1}s ahead of this host's clock, more than the \
+             {max:?} of --max-clock-wait: waiting for it to pass (another instance's clock or \
+             --lease-horizon runs ahead, or this host's clock was set back)",
+            left.as_secs_f64()
+        ));
+        stop.sleep(left.min(Duration::from_secs(1))).await?;
     }
 }
 
