@@ -138,6 +138,7 @@ pub struct LeaseMetrics {
     pub mark_wait_seconds: Histogram,
     pub claims: IntCounter,
     pub losses: IntCounterVec,
+    pub marks_restored: IntCounter,
     pub claim_seconds: Histogram,
     pub renewal_seconds: Histogram,
     pub renewal_headroom: Histogram,
@@ -166,9 +167,10 @@ pub const REFUSAL_REASONS: [&str; 5] = [
 ];
 
 /// Why a lease was lost, as counted in `idcar_lease_losses_total{reason}`: the ZooKeeper
-/// session expired, another holder wrote the mark (stolen), or the mark ran out because its
-/// store (ZooKeeper, or a static lease's state file) could not be written (unreachable).
-pub const LOSS_REASONS: [&str; 3] = ["expired", "stolen", "unreachable"];
+/// session expired, another holder wrote the mark (stolen), the mark ran out because its
+/// store (ZooKeeper, or a static lease's state file) could not be written (unreachable), or
+/// the pool's recorded parameters were deleted or recreated under the holder (replaced).
+pub const LOSS_REASONS: [&str; 4] = ["expired", "stolen", "unreachable", "replaced"];
 
 /// Registers metrics in one registry; names and label sets are fixed in the code, so a
 /// failure here is a programming error, reported once, here.
@@ -402,6 +404,12 @@ impl Metrics {
                 "idcar_lease_losses_total",
                 "Leases lost, by reason",
                 &["reason"],
+            ),
+            marks_restored: r.counter(
+                "idcar_lease_marks_restored_total",
+                "Times this holder found its slot's time mark lowered or deleted by someone else \
+                 (an operator, a script, a store restored from a snapshot) while the slot was \
+                 still its own, and wrote it back up before anything else",
             ),
             claim_seconds: r.histogram(
                 "idcar_lease_claim_duration_seconds",

@@ -13,7 +13,7 @@ use idcar::layout::{by_name, LayoutParams};
 use idcar::lease::etcd::{Etcd as EtcdClient, EtcdMarks};
 use idcar::lease::local::FileMarks;
 use idcar::lease::protocol::{
-    self, Claim, MarkStore, Outcome, Protocol, StoreError, Stored, Timing,
+    self, Claim, MarkStore, Outcome, Protocol, Recheck, StoreError, Stored, Timing,
 };
 use idcar::lease::stop::Stop;
 use idcar::lease::zk::{Paths, ZkMarks};
@@ -39,6 +39,11 @@ trait Fixture: Send + Sync + Sized + 'static {
     async fn foreign_write(&self, mark: u64);
     /// The slot's mark as stored.
     async fn stored(&self) -> u64;
+    /// Someone else (an operator, a script) deletes the slot's mark.
+    async fn delete_mark(&self);
+    /// An operator deletes the pool's recorded parameters and records them anew (a store
+    /// without pools: nothing).
+    async fn replace_pool(&self) {}
 }
 
 struct FileFixture {
@@ -80,7 +85,10 @@ impl Fixture for FileFixture {
     async fn stored(&self) -> u64 {
         let text = std::fs::read_to_string(self.path()).unwrap();
         let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-        v["marks"][KEY].as_u64().unwrap()
+        v["marks"][KEY].as_u64().unwrap_or(0)
+    }
+    async fn delete_mark(&self) {
+        std::fs::write(self.path(), r#"{"version":1,"marks":{}}"#).unwrap();
     }
 }
 
@@ -90,17 +98,43 @@ struct ZkFixture {
     paths: Paths,
 }
 
+impl ZkFixture {
+    /// Records the pool's parameters and its identity, as an instance does: the path of the
+    /// identity node every mark write checks.
+    async fn record_pool(&self) -> String {
+        let mode = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+        let (stat, _) = self
+            .client
+            .create(&self.paths.params(), b"{}", &mode)
+            .await
+            .unwrap();
+        let id = self
+            .paths
+            .identity(&idcar::lease::identity::id_of(stat.czxid));
+        self.client.create(&id, b"{}", &mode).await.unwrap();
+        id
+    }
+
+    async fn identity(&self) -> String {
+        let (_, stat) = self.client.get_data(&self.paths.params()).await.unwrap();
+        self.paths
+            .identity(&idcar::lease::identity::id_of(stat.czxid))
+    }
+}
+
 impl Fixture for ZkFixture {
     type S = ZkMarks;
     async fn new() -> Self {
         let zk = Zk::standalone();
         let client = zk.client().await;
         let paths = Paths::new("/conformance", "lable64", 0);
-        for dir in [paths.slots(), paths.marks()] {
+        for dir in [paths.slots(), paths.marks(), paths.identities()] {
             let mode = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
             client.mkdir(&dir, &mode).await.unwrap();
         }
-        ZkFixture { zk, client, paths }
+        let f = ZkFixture { zk, client, paths };
+        f.record_pool().await;
+        f
     }
     async fn holder(&self) -> ZkMarks {
         let client = self.zk.client().await;
@@ -119,6 +153,7 @@ impl Fixture for ZkFixture {
             client,
             paths: self.paths.clone(),
             auth: false,
+            identity: Some(self.identity().await),
         }
     }
     async fn foreign_write(&self, mark: u64) {
@@ -130,8 +165,28 @@ impl Fixture for ZkFixture {
             .unwrap();
     }
     async fn stored(&self) -> u64 {
-        let (d, _) = self.client.get_data(&self.paths.mark(SLOT)).await.unwrap();
-        idcar::lease::zk::tree::parse_mark(&d).unwrap()
+        match self.client.get_data(&self.paths.mark(SLOT)).await {
+            Ok((d, _)) => idcar::lease::zk::tree::parse_mark(&d).unwrap(),
+            Err(zk::Error::NoNode) => 0,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    async fn delete_mark(&self) {
+        self.client
+            .delete(&self.paths.mark(SLOT), None)
+            .await
+            .unwrap();
+    }
+    async fn replace_pool(&self) {
+        // As an operator and the next instance would: `params` deleted and recorded anew,
+        // the old identity's node deleted by the one recording the new one.
+        let old = self.identity().await;
+        self.client
+            .delete(&self.paths.params(), None)
+            .await
+            .unwrap();
+        self.record_pool().await;
+        self.client.delete(&old, None).await.unwrap();
     }
 }
 
@@ -183,6 +238,9 @@ impl MarkStore for EtcdHolder {
     async fn give_back(&self, slot: u32) {
         self.marks.give_back(slot).await
     }
+    async fn recheck(&self, c: &Claim<i64>) -> Result<Recheck<i64>, StoreError> {
+        self.marks.recheck(c).await
+    }
 }
 
 fn etcd_put(
@@ -216,11 +274,13 @@ impl Fixture for EtcdFixture {
     async fn new() -> Self {
         let etcd = Etcd::single();
         let client = etcd.client().await;
-        EtcdFixture {
+        let f = EtcdFixture {
             etcd,
             client,
             paths: Paths::new("/conformance", "lable64", 0),
-        }
+        };
+        f.put(&f.paths.params(), b"{}").await;
+        f
     }
     async fn holder(&self) -> EtcdHolder {
         let client = self.etcd.client().await;
@@ -260,25 +320,21 @@ impl Fixture for EtcdFixture {
                 etcd: client,
                 paths: self.paths.clone(),
                 lease,
+                pool: Some((self.paths.params(), self.params_created().await)),
             },
             keeper,
         }
     }
     async fn foreign_write(&self, mark: u64) {
-        use idcar::lease::etcd::pb::etcdserverpb as rpc;
-        let key = self.paths.mark(SLOT);
-        let put = rpc::TxnRequest {
-            compare: vec![],
-            success: vec![rpc::RequestOp {
-                request: Some(rpc::request_op::Request::RequestPut(rpc::PutRequest {
-                    key: key.as_bytes().to_vec(),
-                    value: format!("{mark} 00000000000000ff").into_bytes(),
-                    ..Default::default()
-                })),
-            }],
-            failure: vec![],
-        };
-        self.client.txn("foreign write", put).await.unwrap();
+        let value = format!("{mark} 00000000000000ff");
+        self.put(&self.paths.mark(SLOT), value.as_bytes()).await;
+    }
+    async fn delete_mark(&self) {
+        self.delete(&self.paths.mark(SLOT)).await;
+    }
+    async fn replace_pool(&self) {
+        self.delete(&self.paths.params()).await;
+        self.put(&self.paths.params(), b"{}").await;
     }
     async fn stored(&self) -> u64 {
         use idcar::lease::etcd::pb::etcdserverpb as rpc;
@@ -294,7 +350,60 @@ impl Fixture for EtcdFixture {
             )
             .await
             .unwrap();
-        idcar::lease::zk::tree::parse_mark(&r.kvs[0].value).unwrap()
+        r.kvs.first().map_or(0, |kv| {
+            idcar::lease::zk::tree::parse_mark(&kv.value).unwrap()
+        })
+    }
+}
+
+impl EtcdFixture {
+    async fn put(&self, key: &str, value: &[u8]) {
+        use idcar::lease::etcd::pb::etcdserverpb as rpc;
+        let put = rpc::TxnRequest {
+            compare: vec![],
+            success: vec![rpc::RequestOp {
+                request: Some(rpc::request_op::Request::RequestPut(rpc::PutRequest {
+                    key: key.as_bytes().to_vec(),
+                    value: value.to_vec(),
+                    ..Default::default()
+                })),
+            }],
+            failure: vec![],
+        };
+        self.client.txn("put", put).await.unwrap();
+    }
+
+    async fn delete(&self, key: &str) {
+        use idcar::lease::etcd::pb::etcdserverpb as rpc;
+        let del = rpc::TxnRequest {
+            compare: vec![],
+            success: vec![rpc::RequestOp {
+                request: Some(rpc::request_op::Request::RequestDeleteRange(
+                    rpc::DeleteRangeRequest {
+                        key: key.as_bytes().to_vec(),
+                        ..Default::default()
+                    },
+                )),
+            }],
+            failure: vec![],
+        };
+        self.client.txn("delete", del).await.unwrap();
+    }
+
+    async fn params_created(&self) -> i64 {
+        use idcar::lease::etcd::pb::etcdserverpb as rpc;
+        let r = self
+            .client
+            .range(
+                "read",
+                rpc::RangeRequest {
+                    key: self.paths.params().into_bytes(),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+        r.kvs[0].create_revision
     }
 }
 
@@ -357,6 +466,9 @@ impl<S: MarkStore> MarkStore for Faulty<S> {
     }
     async fn give_back(&self, slot: u32) {
         self.inner.give_back(slot).await
+    }
+    async fn recheck(&self, c: &Claim<S::Version>) -> Result<Recheck<S::Version>, StoreError> {
+        self.inner.recheck(c).await
     }
 }
 
@@ -655,6 +767,71 @@ async fn a_foreign_write_is_stolen<F: Fixture>() {
     assert_eq!(f.stored().await, w.mark + 5_000, "the foreign mark stays");
 }
 
+/// Someone else lowers the mark (a script, a restore) while the slot is still the holder's:
+/// the holder writes it back up before anything else, goes on holding (no loss, the same
+/// lease) and says so (`idcar_lease_marks_restored_total`), so no successor could read the
+/// lowered mark as its floor.
+async fn a_lowered_mark_is_written_back<F: Fixture>() {
+    let f = F::new().await;
+    let mut r = run(f.holder().await, Arc::new(SystemClock), PASS).await;
+    let w = r.window(|_| true).await;
+    f.foreign_write(w.mark.saturating_sub(10_000)).await;
+    written_back(&f, &mut r, w).await;
+}
+
+/// Someone else deletes the mark while the slot is still the holder's: written back as a
+/// lowered one is.
+async fn a_deleted_mark_is_written_back<F: Fixture>() {
+    let f = F::new().await;
+    let mut r = run(f.holder().await, Arc::new(SystemClock), PASS).await;
+    let w = r.window(|_| true).await;
+    f.delete_mark().await;
+    written_back(&f, &mut r, w).await;
+}
+
+async fn written_back<F: Fixture>(f: &F, r: &mut Running, w: Window) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while r.metrics.lease.marks_restored.get() == 0 || f.stored().await < w.mark {
+        assert!(
+            Instant::now() < deadline,
+            "not written back: {}",
+            f.stored().await
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let later = r.window(|later| later.mark > w.mark).await;
+    assert_eq!(later.generation, w.generation, "the same lease went on");
+    assert_eq!(later.floor, w.floor);
+    assert_eq!(r.losses("stolen"), 0);
+    assert!(f.stored().await >= later.mark);
+}
+
+/// The pool's recorded parameters are deleted and recorded anew under a holder: its next
+/// write fails on the pool's identity, it stops issuing at once and says the pool was
+/// replaced.
+async fn a_replaced_pool_stops_the_holder<F: Fixture>() {
+    let f = F::new().await;
+    let mut r = run(f.holder().await, Arc::new(SystemClock), PASS).await;
+    r.window(|_| true).await;
+    f.replace_pool().await;
+    let mut rx = r.rx.clone();
+    let metrics = r.metrics.clone();
+    let out = r.outcome().await;
+    assert!(matches!(out, Outcome::PoolReplaced { .. }), "{out:?}");
+    let st = rx.borrow_and_update().clone();
+    assert!(st.window().is_none());
+    assert!(
+        st.reason()
+            .is_some_and(|r| r.contains("the pool was replaced")),
+        "{st:?}"
+    );
+    assert_eq!(
+        metrics.lease.losses.with_label_values(&["replaced"]).get(),
+        1
+    );
+    assert_eq!(metrics.lease.losses.with_label_values(&["stolen"]).get(), 0);
+}
+
 /// A store that fails every write: no window is ever published.
 async fn a_store_error_never_publishes<F: Fixture>() {
     let f = F::new().await;
@@ -694,6 +871,8 @@ macro_rules! conformance {
                 a_lapse_stops_issuing_at_the_mark,
                 release_writes_down,
                 an_abandoned_release_leaves_the_mark,
+                a_lowered_mark_is_written_back,
+                a_deleted_mark_is_written_back,
                 a_foreign_write_is_stolen,
                 a_store_error_never_publishes
             );
@@ -704,3 +883,16 @@ macro_rules! conformance {
 conformance!(state_file, FileFixture);
 conformance!(zookeeper, ZkFixture);
 conformance!(etcd, EtcdFixture);
+
+/// What only stores with a pool (an identity) must also pass.
+mod pools {
+    use super::*;
+    mod zookeeper {
+        use super::*;
+        checks!(ZkFixture; a_replaced_pool_stops_the_holder);
+    }
+    mod etcd {
+        use super::*;
+        checks!(EtcdFixture; a_replaced_pool_stops_the_holder);
+    }
+}

@@ -23,6 +23,13 @@ pub(crate) enum End {
     /// session after a pause — the credential may be rotated or the permissions fixed
     /// without a restart.
     Refused(String),
+    /// The pool's identity under this session's claims is gone (`params` deleted or
+    /// recreated): a new session agrees on the pool again.
+    Replaced(String),
+    /// This instance's parameters differ from the pool's, found when agreeing again after the
+    /// pool was replaced: not ready saying why, tried again after a pause (at start it is
+    /// fatal instead: refused, naming the flag).
+    Disagrees(String),
     Fatal(LeaseError),
 }
 
@@ -102,6 +109,10 @@ pub(crate) trait Slots: Send {
         prefer: Option<u32>,
     ) -> impl Future<Output = Result<Taken<Self::Store>, ClaimFailed>> + Send;
 
+    /// Every claim starts above this: the highest mark in the pool when its identity was
+    /// recorded (see [`crate::lease::identity`]).
+    fn not_before(&self) -> u64;
+
     /// The clock is too far behind `slot`'s mark: whether another slot may be tried instead
     /// (a probed slot of a large pool is a random pick; its last holder's clock ran ahead of
     /// ours). If so the slot is let go and never taken again by this process.
@@ -140,6 +151,7 @@ pub(crate) async fn serve<S: Slots>(slots: &mut S, stop: &mut Stop, across: &mut
             Outcome::SessionGone { reason, holding } => {
                 return End::SessionGone { reason, holding }
             }
+            Outcome::PoolReplaced { reason } => return End::Replaced(reason),
             Outcome::ClockBehind(ahead) => {
                 if slots.leave_far_ahead(claim.slot).await {
                     tracing::warn!(
@@ -220,6 +232,7 @@ async fn take<S: Slots>(
         if let Some(w) = p.part.written.get(slot) {
             claim.raise_floor(w);
         }
+        claim.raise_floor(slots.not_before());
         return Ok(claim);
     }
 }

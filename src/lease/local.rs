@@ -8,8 +8,9 @@
 //!
 //! As a store: the version a write compares against is the stored mark with the token of
 //! the claim that wrote it. Only this process writes the file (its lock), so a difference
-//! means someone edited the file by hand: the lease stops issuing and claims again above
-//! what is stored, as with a stolen ZooKeeper slot.
+//! means someone edited the file by hand: a mark lowered (or removed) is written back up at
+//! once, as in every store; a mark raised is taken as a stolen lease: the lease stops issuing
+//! and claims again above what is stored.
 
 use super::planted::PlantedBug;
 use super::protocol::{self, Claim, MarkStore, Outcome, Protocol, StoreError, Stored, Timing};
@@ -145,6 +146,15 @@ impl MarkStore for FileMarks {
     }
 
     async fn give_back(&self, _slot: u32) {}
+
+    /// The lock is ours for as long as the process runs: the claim is always ours, and the
+    /// state file has no pool identity.
+    async fn recheck(
+        &self,
+        claim: &Claim<FileVersion>,
+    ) -> Result<protocol::Recheck<FileVersion>, StoreError> {
+        Ok(protocol::Recheck::Ours(self.read(claim.slot).await?))
+    }
 }
 
 /// Locks the state file, checks the stored mark against the clock and starts the maintainer.
@@ -209,7 +219,7 @@ async fn maintain(
                 }
             }
             Outcome::Stolen { mark, .. } => written = written.max(mark),
-            Outcome::SessionGone { .. } => {}
+            Outcome::SessionGone { .. } | Outcome::PoolReplaced { .. } => {}
         }
         // Claim again: read what is stored now (retrying a file that cannot be read).
         stored = loop {

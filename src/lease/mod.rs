@@ -15,6 +15,7 @@
 
 pub mod etcd;
 pub(crate) mod holding;
+pub mod identity;
 pub mod local;
 pub mod pace;
 pub mod planted;

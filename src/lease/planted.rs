@@ -19,4 +19,12 @@ pub enum PlantedBug {
     /// panic that unwinds, a release abandoned at its timeout) writes the mark down to the
     /// claim's floor, below ticks that may have been issued.
     AbandonToFloor,
+    /// A holder whose mark was lowered or deleted by someone else while its slot is still its
+    /// own treats it as stolen and gives the slot back, instead of writing the mark back up:
+    /// a waiter then claims above the lowered mark.
+    NoWriteBack,
+    /// Mark writes and claims are not conditional on the pool's identity, and a pool recorded
+    /// anew does not wait past the marks already in it: instances with other parameters can
+    /// run beside the old holders.
+    IgnorePoolIdentity,
 }

@@ -25,9 +25,15 @@
 //!    the mark holds a value we tried *with this claim's token* (random per claim, written
 //!    beside the ticks); a foreign write never carries it. Carrying on never lowers the mark
 //!    ([`recovered`]).
-//! 6. **Lapse**: unrenewed, the published mark stays in force and the generator stops at it;
+//! 6. **A lowered mark**: a write that fails while the slot is still ours, with the stored
+//!    mark below ours (lowered or deleted by someone else: an operator, a script, a store
+//!    restored from a snapshot), writes the mark back up before anything else
+//!    ([`MarkStore::recheck`], [`restore`]), so no successor reads it as its floor. A claim
+//!    made in a pool whose identity is gone (its parameters deleted or recreated) stops at
+//!    once ([`Outcome::PoolReplaced`]); every write is conditional on that identity.
+//! 7. **Lapse**: unrenewed, the published mark stays in force and the generator stops at it;
 //!    when it runs out the lease says so at that moment ([`or_lapse`]), counted once.
-//! 7. **Release** ([`release`]): the mark is written down to the highest tick issued, never
+//! 8. **Release** ([`release`]): the mark is written down to the highest tick issued, never
 //!    below the floor ([`mark_down`]), and the claim let go — one atomic write where the
 //!    store can — so a successor waits almost nothing. A release that does not know the
 //!    highest tick issued (the owner's handle dropped: [`Interrupted::Abandoned`]) writes
@@ -47,7 +53,7 @@
 //!   `zk::claim` creates `slots/N`, then reads `marks/N`; `etcd::claim` puts `slots/N` and
 //!   reads `marks/N` in one transaction).
 
-pub use super::store::{Claim, MarkStore, StoreError, Stored};
+pub use super::store::{Claim, MarkStore, Recheck, StoreError, Stored};
 pub use super::{Protocol, Timing};
 
 use super::pace::Pace;
@@ -89,6 +95,9 @@ pub enum Outcome {
     Stolen { slot: u32, mark: u64 },
     /// The store's session ended. `holding`: a window was in force when it went.
     SessionGone { reason: String, holding: bool },
+    /// The pool's recorded parameters were deleted or recreated under this holder (its
+    /// identity is gone): issuing stopped at once; agree on the pool again.
+    PoolReplaced { reason: String },
     /// The clock is further behind the floor than `--max-clock-wait` allows (by this much):
     /// nothing written, nothing published, the claim still held — the caller tries another
     /// slot where it can, or waits ([`wait_far_ahead`]) and holds the claim again.
@@ -216,6 +225,9 @@ pub async fn hold<S: MarkStore>(
     let mut lapsed = false;
     // Marks written with no reply (the write may have been applied): our own if seen.
     let mut unconfirmed: Vec<u64> = Vec::new();
+    // Marks found lowered (or deleted) by someone else and written back, since the last
+    // write that went through: a store that keeps losing them is given up as stolen.
+    let mut restores = 0;
     loop {
         let due = Instant::now() + next;
         if let Err(i) = stop.sleep(next).await {
@@ -261,6 +273,7 @@ pub async fn hold<S: MarkStore>(
                 claim.version = version;
                 publish(p, &claim, &mut published, &mut lapsed, generation);
                 unconfirmed.clear();
+                restores = 0;
                 next = pace.next(took, p.wait_past(claim.mark));
             }
             Err(StoreError::SessionGone(e)) => {
@@ -268,11 +281,29 @@ pub async fn hold<S: MarkStore>(
                 let reason = format!("renewing: {e}");
                 return Outcome::SessionGone { reason, holding };
             }
-            Err(StoreError::Conflict(e)) => {
-                stolen(p, store, &claim, &e).await;
-                let (slot, mark) = (claim.slot, claim.mark);
-                return Outcome::Stolen { slot, mark };
-            }
+            Err(StoreError::Conflict(e)) => match store.recheck(&claim).await {
+                Ok(Recheck::Ours(now))
+                    if now.mark <= claim.mark
+                        && restores < MAX_RESTORES
+                        && p.planted() != PlantedBug::NoWriteBack =>
+                {
+                    // The slot is still ours and its mark was lowered or deleted by someone
+                    // else: write it back up before anything else, so that no successor ever
+                    // reads it as its floor. The window in force stays (it is below it).
+                    restores += 1;
+                    restore(p, store, &claim, now.mark);
+                    claim.version = now.version;
+                    next = Duration::ZERO;
+                }
+                Ok(Recheck::PoolReplaced(why)) => {
+                    return replaced(p, store, &claim, &why);
+                }
+                _ => {
+                    stolen(p, store, &claim, &e).await;
+                    let (slot, mark) = (claim.slot, claim.mark);
+                    return Outcome::Stolen { slot, mark };
+                }
+            },
             Err(StoreError::Unavailable(e)) => {
                 // Unreachable or slow: the mark already written stays in force. The write
                 // may still have been applied.
@@ -462,6 +493,49 @@ fn publish<V>(
         mark: claim.mark,
         generation: *generation,
     }));
+}
+
+/// How many times in a row a lowered mark is written back before the slot is given up.
+const MAX_RESTORES: u32 = 3;
+
+/// The slot is still ours but its mark was lowered (or deleted) by someone else: said where an
+/// operator sees it (a warning, `idcar_lease_marks_restored_total`) before it is written back.
+fn restore<S: MarkStore>(p: &Protocol, store: &S, claim: &Claim<S::Version>, found: u64) {
+    p.metrics.lease.marks_restored.inc();
+    tracing::warn!(
+        slot = claim.slot,
+        key = %store.key(claim.slot),
+        found,
+        mark = claim.mark,
+        "the slot's time mark was lowered or deleted by someone else while the slot is ours; \
+         writing it back up (never edit or delete marks, or restore the store from a snapshot, \
+         while idcar runs: see the operations guide)"
+    );
+}
+
+/// The pool's recorded parameters are gone or recreated: stop issuing at once, count it, say
+/// why; the caller agrees on the pool again (and is refused if its flags now differ).
+fn replaced<S: MarkStore>(
+    p: &Protocol,
+    store: &S,
+    claim: &Claim<S::Version>,
+    why: &str,
+) -> Outcome {
+    p.metrics.lease.renewals.with_label_values(&["error"]).inc();
+    p.metrics
+        .lease
+        .losses
+        .with_label_values(&["replaced"])
+        .inc();
+    let reason = format!(
+        "slot {} lost: the pool was replaced ({why}); agreeing on the pool again",
+        claim.slot
+    );
+    tracing::warn!(key = %store.key(claim.slot), reason = %reason, "lease lost");
+    p.tx.send_replace(LeaseState::Lost {
+        reason: reason.clone(),
+    });
+    Outcome::PoolReplaced { reason }
 }
 
 /// Someone else wrote the mark or took the claim: stop issuing at once, count it, give the

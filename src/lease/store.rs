@@ -73,6 +73,27 @@ pub trait MarkStore: Send + Sync {
 
     /// After a loss: lets go of the slot if the claim is still ours (no mark is written).
     fn give_back(&self, slot: u32) -> impl Future<Output = ()> + Send;
+
+    /// After a compare-and-set failed: whether the pool this claim was made in is still the
+    /// one recorded, whether the claim is still ours, and the mark as stored now. The
+    /// protocol decides what follows.
+    fn recheck(
+        &self,
+        claim: &Claim<Self::Version>,
+    ) -> impl Future<Output = Result<Recheck<Self::Version>, StoreError>> + Send;
+}
+
+/// What [`MarkStore::recheck`] found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Recheck<V> {
+    /// The claim on the slot is still ours; the mark as stored now, with the version a write
+    /// must name (a missing or unreadable mark reads 0, with the version that recreates it).
+    Ours(Stored<V>),
+    /// The claim is gone: the slot is free or another holder's.
+    Gone,
+    /// The pool's identity the claim was made under is gone: its recorded parameters were
+    /// deleted or recreated (why, for the log and readiness).
+    PoolReplaced(String),
 }
 
 /// A claim on one slot, as its holder knows it.

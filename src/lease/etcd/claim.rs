@@ -52,6 +52,11 @@ pub(crate) struct ClaimHistory {
     pub far_ahead: u32,
     /// The `mod_revision` of the pool's `params` as agreed under this lease.
     pub params_revision: i64,
+    /// Its `create_revision`: the pool's identity, compared by every claim (0: not compared,
+    /// a planted bug for the campaign).
+    pub params_created: i64,
+    /// Every claim under the identity agreed starts above this.
+    pub not_before: u64,
 }
 
 fn prefix(dir: &str) -> String {
@@ -269,21 +274,34 @@ async fn try_slot(
     let params = neg.paths.params();
     let (slot_key, mark_key) = (neg.paths.slot(slot), neg.paths.mark(slot));
     let req = rpc::TxnRequest {
-        compare: vec![
+        compare: [
             cmp(
                 &params,
                 CompareTarget::Mod,
                 TargetUnion::ModRevision(history.params_revision),
             ),
             absent(&slot_key),
-        ],
+        ]
+        .into_iter()
+        .chain((history.params_created != 0).then(|| {
+            cmp(
+                &params,
+                CompareTarget::Create,
+                TargetUnion::CreateRevision(history.params_created),
+            )
+        }))
+        .collect(),
         success: vec![put(&slot_key, owner.to_vec(), store.lease), get(&mark_key)],
         failure: vec![get(&params)],
     };
     let r = store.etcd.txn("claiming a slot", req).await?;
     if !r.succeeded {
-        let now = range_kvs(&r, 0).first().map_or(0, |kv| kv.mod_revision);
-        if now != history.params_revision {
+        let now = range_kvs(&r, 0)
+            .first()
+            .map_or((0, 0), |kv| (kv.mod_revision, kv.create_revision));
+        if now.0 != history.params_revision
+            || (history.params_created != 0 && now.1 != history.params_created)
+        {
             // Agreed again under a new lease (and refused if they differ now).
             return Err(EtcdError::LeaseGone(format!(
                 "the pool's parameters changed under us ({params}); agreeing again"

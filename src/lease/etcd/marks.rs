@@ -3,7 +3,8 @@
 //! claim is `slots/N`, a key attached to this instance's etcd lease. Why these operations keep
 //! IDs unique is `crate::lease::protocol`'s business; this file only maps them onto keys:
 //!
-//! - a write is a transaction comparing `slots/N`'s lease with ours (the slot is still ours:
+//! - a write is a transaction comparing the pool's `params` `create_revision` with the one
+//!   agreed (the pool's identity, see `crate::lease::identity`), `slots/N`'s lease with ours (the slot is still ours:
 //!   the key vanishes with the lease, and no one else's key carries our lease) and
 //!   `marks/N`'s `mod_revision` with the one last seen, then putting `marks/N`; its new
 //!   `mod_revision` is the transaction's revision;
@@ -15,7 +16,7 @@ use super::client::{Etcd, EtcdError};
 use super::pb::etcdserverpb as rpc;
 use super::pb::etcdserverpb::compare::{CompareResult, CompareTarget, TargetUnion};
 use super::pb::etcdserverpb::request_op::Request;
-use crate::lease::protocol::{Claim, MarkStore, StoreError, Stored};
+use crate::lease::protocol::{Claim, MarkStore, Recheck, StoreError, Stored};
 use crate::lease::zk::tree::{mark_data, parse_mark_and_token, Paths};
 
 /// One etcd lease's view of a pool's marks.
@@ -24,6 +25,10 @@ pub struct EtcdMarks {
     pub paths: Paths,
     /// The etcd lease this instance's slot keys are attached to.
     pub lease: i64,
+    /// The pool's identity: its `params` key and the `create_revision` agreed. Every mark
+    /// write compares it. `None`: not compared (the conformance suite's bare pools; a planted
+    /// bug).
+    pub pool: Option<(String, i64)>,
 }
 
 /// How a round ended by etcd's refusal is told (the round then pauses, as a refusal at
@@ -120,9 +125,17 @@ pub(crate) fn stored(
 }
 
 impl EtcdMarks {
-    /// `slots/N` still carries our lease, and `marks/N` is at `version`.
+    /// The pool's `params` still the one agreed, `slots/N` still carries our lease, and
+    /// `marks/N` is at `version`.
     fn fence(&self, claim: &Claim<i64>) -> Vec<rpc::Compare> {
-        vec![
+        let pool = self.pool.iter().map(|(key, created)| {
+            cmp(
+                key,
+                CompareTarget::Create,
+                TargetUnion::CreateRevision(*created),
+            )
+        });
+        pool.chain([
             cmp(
                 &self.paths.slot(claim.slot),
                 CompareTarget::Lease,
@@ -133,7 +146,8 @@ impl EtcdMarks {
                 CompareTarget::Mod,
                 TargetUnion::ModRevision(claim.version),
             ),
-        ]
+        ])
+        .collect()
     }
 
     /// Deletes `slots/N` if it carries our lease: whether it did.
@@ -256,5 +270,54 @@ impl MarkStore for EtcdMarks {
 
     async fn give_back(&self, slot: u32) {
         self.delete_if_ours(slot).await;
+    }
+
+    async fn recheck(&self, claim: &Claim<i64>) -> Result<Recheck<i64>, StoreError> {
+        let mut success = vec![
+            get(&self.paths.slot(claim.slot)),
+            get(&self.paths.mark(claim.slot)),
+        ];
+        if let Some((key, _)) = &self.pool {
+            success.push(get(key));
+        }
+        let req = rpc::TxnRequest {
+            compare: vec![],
+            success,
+            failure: vec![],
+        };
+        let r = self
+            .etcd
+            .txn("reading our slot", req)
+            .await
+            .map_err(store_error)?;
+        if let Some((key, created)) = &self.pool {
+            let now = range_kvs(&r, 2).first().map_or(0, |kv| kv.create_revision);
+            if now != *created {
+                return Ok(Recheck::PoolReplaced(format!(
+                    "{key} was deleted or recreated (created at revision {created}, now {})",
+                    if now == 0 {
+                        "missing".to_string()
+                    } else {
+                        now.to_string()
+                    }
+                )));
+            }
+        }
+        if range_kvs(&r, 0).first().map(|kv| kv.lease) != Some(self.lease) {
+            return Ok(Recheck::Gone);
+        }
+        let marks = range_kvs(&r, 1);
+        Ok(Recheck::Ours(match marks.first() {
+            // Missing: a put compared at mod_revision 0 recreates it.
+            None => Stored {
+                mark: 0,
+                version: 0,
+            },
+            // An unreadable mark is overwritten as a lowered one would be.
+            Some(kv) => Stored {
+                mark: parse_mark_and_token(&kv.value).map_or(0, |(m, _)| m),
+                version: kv.mod_revision,
+            },
+        }))
     }
 }

@@ -89,6 +89,15 @@ pub(crate) async fn look(etcd: Etcd, paths: Paths, pool_size: u32) -> Option<Loo
     Some((held as u32 >= pool_size, head))
 }
 
+/// Every key under `dir/` (values too unless `keys_only`).
+pub(crate) async fn under(
+    etcd: &Etcd,
+    dir: &str,
+    keys_only: bool,
+) -> Result<Vec<KeyValue>, EtcdError> {
+    range_prefix(etcd, &format!("{dir}/"), keys_only).await
+}
+
 async fn range_prefix(
     etcd: &Etcd,
     prefix: &str,

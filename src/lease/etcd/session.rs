@@ -13,13 +13,16 @@
 
 use super::claim::{self, ClaimHistory};
 use super::client::{Etcd, EtcdError, Keeper};
-use super::marks::{absent, get, put, range_kvs, EtcdMarks, REFUSED};
+use super::marks::{absent, cmp, delete, get, put, range_kvs, EtcdMarks, REFUSED};
 use super::pb::etcdserverpb as rpc;
 use super::{call_timeout, pool, Negotiator};
 use crate::lease::holding::{self, Across, ClaimError, ClaimFailed, End, Slots};
+use crate::lease::identity::{self, Record};
+use crate::lease::planted::PlantedBug;
 use crate::lease::protocol::{Protocol, Stored};
 use crate::lease::stop::Stop;
 use crate::lease::zk::params::mismatch;
+use crate::lease::zk::tree::parse_mark_and_token;
 use crate::lease::{Issued, LeaseError, LeaseState};
 use crate::retry::Backoff;
 use std::collections::BTreeMap;
@@ -50,6 +53,9 @@ pub(crate) async fn run(
     // Retry at least twice a second: IDs flow again within a second of etcd answering.
     let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_millis(500));
     let mut refused_wait = Backoff::new(Duration::from_secs(1), Duration::from_secs(10));
+    // Whether this instance ever agreed on the pool: a disagreement before refuses to start,
+    // after (the pool replaced under it) it is not ready instead.
+    let mut agreed_once = false;
     loop {
         // No lease yet: only the release request interrupts.
         stop.follow(CancellationToken::new());
@@ -117,15 +123,20 @@ pub(crate) async fn run(
                 neg.proto.metrics.clone(),
             )
         });
-        let end = match agree(&neg, &etcd, &mut stop).await {
-            Ok(revision) => {
-                across.claims.params_revision = revision;
+        let end = match agree(&neg, &etcd, &mut stop, !agreed_once).await {
+            Ok(a) => {
+                agreed_once = true;
+                across.claims.params_revision = a.params_revision;
+                across.claims.params_created = a.params_created;
+                across.claims.not_before = a.not_before;
                 let mut slots = EtcdSlots {
                     neg: &neg,
                     store: EtcdMarks {
                         etcd: etcd.clone(),
                         paths: neg.paths.clone(),
                         lease,
+                        pool: (a.params_created != 0)
+                            .then(|| (neg.paths.params(), a.params_created)),
                     },
                     claims: &mut across.claims,
                 };
@@ -188,6 +199,21 @@ pub(crate) async fn run(
                     neg.cfg.access.identity_flags()
                 );
                 tracing::warn!(reason = %why, "not ready; trying again in a few seconds");
+                neg.proto.pending(why);
+                if stop.sleep(refused_wait.next_wait()).await.is_err() {
+                    return released(&neg, &mut across).await;
+                }
+                continue;
+            }
+            End::Replaced(why) => {
+                let _ = etcd.revoke(lease).await;
+                tracing::warn!(reason = %why, "the pool was replaced; agreeing on it again");
+                neg.proto.tx.send_replace(LeaseState::Lost { reason: why });
+            }
+            End::Disagrees(why) => {
+                let _ = etcd.revoke(lease).await;
+                stop.follow(CancellationToken::new());
+                tracing::warn!(reason = %why, "not ready; agreeing again in a few seconds");
                 neg.proto.pending(why);
                 if stop.sleep(refused_wait.next_wait()).await.is_err() {
                     return released(&neg, &mut across).await;
@@ -268,17 +294,40 @@ async fn keep_alive(etcd: Etcd, lease: i64, ttl: Duration, ended: CancellationTo
     ended.cancel();
 }
 
-/// Records the pool's parameters if it has none yet, or checks ours against them: the
-/// `mod_revision` every claim then checks.
-async fn agree(neg: &Negotiator, etcd: &Etcd, stop: &mut Stop) -> Result<i64, End> {
+/// What a round agreed: `params`' `mod_revision` and `create_revision` (the pool's identity)
+/// that every claim checks, and the floor of every claim.
+struct Agreement {
+    params_revision: i64,
+    params_created: i64,
+    not_before: u64,
+}
+
+/// Records the pool's parameters if it has none yet, or checks ours against them; then joins
+/// the pool's identity, or records it (see [`crate::lease::identity`]). `first`: the
+/// instance's first agreement, where a disagreement refuses to start; later (the pool replaced
+/// under it) it is not ready instead, saying why.
+async fn agree(
+    neg: &Negotiator,
+    etcd: &Etcd,
+    stop: &mut Stop,
+    first: bool,
+) -> Result<Agreement, End> {
     let key = neg.paths.params();
     let ours: BTreeMap<String, String> = neg.cfg.pool_params.iter().cloned().collect();
     let data = serde_json::to_vec(&ours).expect("parameters serialise");
     let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(1));
+    let disagree = |why: String| {
+        let why = identity::disagrees(&key, &why, "--etcd-prefix");
+        if first {
+            End::Fatal(LeaseError::Task(why))
+        } else {
+            End::Disagrees(why)
+        }
+    };
     loop {
         let req = rpc::TxnRequest {
             compare: vec![absent(&key)],
-            success: vec![put(&key, data.clone(), 0)],
+            success: vec![put(&key, data.clone(), 0), get(&key)],
             failure: vec![get(&key)],
         };
         let r = match stop
@@ -296,22 +345,130 @@ async fn agree(neg: &Negotiator, etcd: &Etcd, stop: &mut Stop) -> Result<i64, En
             }
             Ok(Err(e)) => return Err(end_for(e)),
         };
-        if r.succeeded {
-            return Ok(r.header.map_or(0, |h| h.revision));
-        }
-        let Some(kv) = range_kvs(&r, 0).into_iter().next() else {
+        let read = usize::from(r.succeeded);
+        let Some(kv) = range_kvs(&r, read).into_iter().next() else {
             continue;
         };
-        return match mismatch(&ours, &kv.value) {
-            None => Ok(kv.mod_revision),
-            Some(why) => Err(End::Fatal(LeaseError::Task(format!(
-                "this instance's parameters differ from those of the pool it would join ({key}): \
-                 {why}. Instances of one pool must share every parameter that shapes its IDs, \
-                 or they could issue the same IDs: change this instance's flags, or use another \
-                 cluster ID or --etcd-prefix for a separate pool"
-            )))),
+        if let Some(why) = mismatch(&ours, &kv.value) {
+            return Err(disagree(why));
+        }
+        let (params_revision, params_created) = (kv.mod_revision, kv.create_revision);
+        if neg.proto.planted() == PlantedBug::IgnorePoolIdentity {
+            return Ok(Agreement {
+                params_revision,
+                params_created: 0,
+                not_before: 0,
+            });
+        }
+        let rec = match join_or_record(neg, etcd, params_created).await {
+            Ok(Some(rec)) => rec,
+            // `params` was recreated meanwhile: agree on the new one.
+            Ok(None) => continue,
+            Err(EtcdError::Unavailable(e)) => {
+                tracing::warn!(error = %e, "cannot record the pool's identity yet; retrying");
+                if let Err(i) = stop.sleep(backoff.next_wait()).await {
+                    return Err(End::interrupted(i, "agreeing the pool's identity"));
+                }
+                continue;
+            }
+            Err(EtcdError::Fatal(why)) if why.contains("identity record") => {
+                return Err(End::Fatal(LeaseError::Task(why)))
+            }
+            Err(e) => return Err(end_for(e)),
         };
+        if let Some(why) = identity::pool_size_mismatch(&rec, neg.cfg.pool_size) {
+            return Err(disagree(why));
+        }
+        return Ok(Agreement {
+            params_revision,
+            params_created,
+            not_before: rec.not_before,
+        });
     }
+}
+
+/// Joins the identity of the `params` key created at revision `created`, recording it first
+/// if no one has: read every mark (the holders of an older identity can no longer write one:
+/// their writes compare `params`' `create_revision`) for the floor of every claim under it,
+/// and delete older identities' records. `None` if `params` was recreated meanwhile.
+async fn join_or_record(
+    neg: &Negotiator,
+    etcd: &Etcd,
+    created: i64,
+) -> Result<Option<Record>, EtcdError> {
+    use super::pb::etcdserverpb::compare::{CompareTarget, TargetUnion};
+    let paths = &neg.paths;
+    let id = identity::id_of(created);
+    let key = paths.identity(&id);
+    let params = paths.params();
+    for _ in 0..5 {
+        let r = etcd
+            .range(
+                "reading the pool's identity",
+                rpc::RangeRequest {
+                    key: key.as_bytes().to_vec(),
+                    ..Default::default()
+                },
+            )
+            .await?;
+        if let Some(kv) = r.kvs.first() {
+            return Record::parse(&kv.value)
+                .map(Some)
+                .ok_or_else(|| EtcdError::Fatal(identity::unreadable(&key)));
+        }
+        let marks = pool::under(etcd, &paths.marks(), false).await?;
+        let not_before = marks
+            .iter()
+            .filter_map(|kv| parse_mark_and_token(&kv.value).map(|(m, _)| m))
+            .max()
+            .unwrap_or(0);
+        let rec = Record {
+            not_before,
+            pool_size: neg.cfg.pool_size,
+            recorded_ms: neg.proto.clock.now_unix_ns() / 1_000_000,
+        };
+        let req = rpc::TxnRequest {
+            compare: vec![
+                cmp(
+                    &params,
+                    CompareTarget::Create,
+                    TargetUnion::CreateRevision(created),
+                ),
+                absent(&key),
+            ],
+            success: vec![put(&key, rec.to_json(), 0)],
+            failure: vec![get(&params)],
+        };
+        let r = etcd.txn("recording the pool's identity", req).await?;
+        if !r.succeeded {
+            if range_kvs(&r, 0).first().map(|kv| kv.create_revision) != Some(created) {
+                return Ok(None);
+            }
+            continue;
+        }
+        // Older identities' records go (their holders are fenced by `params` already).
+        for old in pool::under(etcd, &paths.identities(), true).await? {
+            if old.key != key.as_bytes() {
+                let old = String::from_utf8_lossy(&old.key).into_owned();
+                let req = rpc::TxnRequest {
+                    compare: vec![],
+                    success: vec![delete(&old)],
+                    failure: vec![],
+                };
+                let _ = etcd.txn("deleting an old identity record", req).await;
+            }
+        }
+        tracing::info!(
+            identity = %id,
+            not_before,
+            pool_size = neg.cfg.pool_size,
+            "recorded the pool's identity; every claim under it starts above the highest mark in the pool"
+        );
+        return Ok(Some(rec));
+    }
+    Err(EtcdError::Unavailable(format!(
+        "{key} keeps appearing and vanishing"
+    )))
 }
 
 /// How an etcd error outside the mark's writes ends the lease loop's round.
@@ -349,6 +506,10 @@ impl Slots for EtcdSlots<'_> {
                 ClaimError::Store(EtcdError::Unavailable(e)) => ClaimFailed::Retry(e),
                 ClaimError::Store(e) => ClaimFailed::End(end_for(e)),
             })
+    }
+
+    fn not_before(&self) -> u64 {
+        self.claims.not_before
     }
 
     /// A probed slot of a large pool is left (deleting our slot key is all there is to undo),

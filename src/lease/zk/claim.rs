@@ -53,6 +53,13 @@ pub struct ClaimHistory {
     /// The version of the pool's `params` node as agreed in this session (set with each new
     /// session): every slot is created in a `multi` that checks it.
     pub params_version: i32,
+    /// The node of the pool's identity agreed in this session (`identity/<id>`): every slot
+    /// is created, and every mark written, in a `multi` that checks it. `None`: not checked
+    /// (a planted bug, for the campaign).
+    pub identity: Option<String>,
+    /// Every claim under the identity agreed starts above this (see
+    /// [`crate::lease::identity`]).
+    pub not_before: u64,
 }
 
 /// How many far-ahead probed slots are given back before that is a fatal error (our clock is
@@ -254,22 +261,30 @@ async fn try_slot(
     // Created only while the pool's parameters are still the ones this session agreed to.
     let mut w = store.client.new_multi_writer();
     w.add_check_version(&neg.paths.params(), history.params_version)?;
+    if let Some(id) = &history.identity {
+        w.add_check_version(id, 0)?;
+    }
+    let create = 1 + usize::from(history.identity.is_some());
     w.add_create(&neg.paths.slot(slot), owner, &eph)?;
     match w.commit().await {
         Ok(_) => {}
         Err(zk::MultiWriteError::OperationFailed {
-            index: 1,
+            index,
             source: zk::Error::NodeExists,
-        }) => {
+        }) if index == create => {
             history.suspects.remove(&slot);
             return Ok(Tried::Taken);
         }
-        Err(zk::MultiWriteError::OperationFailed { index: 0, source }) => {
+        Err(zk::MultiWriteError::OperationFailed { index, source }) if index < create => {
             history.suspects.remove(&slot);
-            return Err(zk::Error::UnexpectedError(format!(
-                "the pool's parameters changed under us ({source}); an operator rewrote {}",
-                neg.paths.params()
-            )));
+            // A new session agrees on the pool again (refused if the parameters now differ).
+            return Err(zk::Error::SessionExpired).inspect_err(|_| {
+                tracing::warn!(
+                    error = %source,
+                    "the pool's parameters or identity changed under us ({}); agreeing again",
+                    neg.paths.params()
+                )
+            });
         }
         Err(e) => return Err(e.into()),
     }

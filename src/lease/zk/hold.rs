@@ -73,6 +73,10 @@ impl Slots for ZkSlots<'_> {
             })
     }
 
+    fn not_before(&self) -> u64 {
+        self.claims.not_before
+    }
+
     /// A probed slot of a large pool is left (deleting our node is all there is to undo:
     /// nothing was issued and the mark is untouched), up to [`claim::FAR_AHEAD_SKIPS`] times.
     async fn leave_far_ahead(&mut self, slot: u32) -> bool {
@@ -104,6 +108,7 @@ pub(crate) async fn serve(
             client: client.clone(),
             paths: neg.paths.clone(),
             auth: neg.cfg.access.restricted(),
+            identity: across.claims.identity.clone(),
         },
         claims: &mut across.claims,
     };

@@ -3,7 +3,8 @@
 //! ephemeral node of this session. Why these operations keep IDs unique is
 //! `crate::lease::protocol`'s business; this file only maps them onto znodes:
 //!
-//! - a write is a `multi` checking `slots/N` at the version created (0: an ephemeral node's
+//! - a write is a `multi` checking the pool's identity node (`identity/<id>`, see
+//!   `crate::lease::identity`) and `slots/N` at the version created (0: an ephemeral node's
 //!   data is never set) and setting `marks/N` at the version last seen. The check alone does
 //!   not prove the node ours (any holder's node has version 0); the compare-and-set on the
 //!   mark is what fences holders;
@@ -13,7 +14,7 @@
 
 use super::session_gone;
 use super::tree::{acls, mark_data, parse_mark, parse_mark_and_token, Paths};
-use crate::lease::protocol::{Claim, MarkStore, StoreError, Stored};
+use crate::lease::protocol::{Claim, MarkStore, Recheck, StoreError, Stored};
 use zookeeper_client as zk;
 
 /// The version of `slots/N` as this session created it: ephemeral, its data never set.
@@ -25,7 +26,13 @@ pub struct ZkMarks {
     pub paths: Paths,
     /// Digest auth in use: nodes are created creator-only.
     pub auth: bool,
+    /// The pool's identity node (`identity/<id>`): every mark write checks it. `None`: not
+    /// checked (the conformance suite's bare pools; a planted bug).
+    pub identity: Option<String>,
 }
+
+/// The version a recreated mark is written at: the node is missing (deleted by someone else).
+const MISSING: i32 = -1;
 
 /// How a ZooKeeper error bears on a claim.
 pub(crate) fn store_error(e: zk::Error) -> StoreError {
@@ -88,16 +95,28 @@ impl ZkMarks {
         Ok(stat.ephemeral_owner == self.client.session_id().0 && stat.version == SLOT_VERSION)
     }
 
-    /// The `multi` of a mark write: `slots/N` still ours, `marks/N` at the version last seen.
-    fn mark_write(&self, claim: &Claim<i32>, mark: u64) -> Result<zk::MultiWriter<'_>, zk::Error> {
+    /// The `multi` of a mark write: the pool's identity still the one agreed, `slots/N` still
+    /// ours, `marks/N` at the version last seen (or created, when it was found missing). The
+    /// index of the mark's operation.
+    fn mark_write(
+        &self,
+        claim: &Claim<i32>,
+        mark: u64,
+    ) -> Result<(zk::MultiWriter<'_>, usize), zk::Error> {
         let mut w = self.client.new_multi_writer();
+        if let Some(id) = &self.identity {
+            w.add_check_version(id, 0)?;
+        }
         w.add_check_version(&self.paths.slot(claim.slot), SLOT_VERSION)?;
-        w.add_set_data(
-            &self.paths.mark(claim.slot),
-            &mark_data(mark, &claim.token_hex()),
-            Some(claim.version),
-        )?;
-        Ok(w)
+        let data = mark_data(mark, &claim.token_hex());
+        let path = self.paths.mark(claim.slot);
+        if claim.version == MISSING {
+            let persistent = zk::CreateMode::Persistent.with_acls(acls(self.auth));
+            w.add_create(&path, &data, &persistent)?;
+        } else {
+            w.add_set_data(&path, &data, Some(claim.version))?;
+        }
+        Ok((w, 1 + usize::from(self.identity.is_some())))
     }
 
     /// Deletes `slots/N` if this session created it: whether it did.
@@ -131,10 +150,11 @@ impl MarkStore for ZkMarks {
     }
 
     async fn write(&self, claim: &Claim<i32>, mark: u64) -> Result<i32, StoreError> {
-        let mut w = self.mark_write(claim, mark).map_err(store_error)?;
+        let (mut w, at) = self.mark_write(claim, mark).map_err(store_error)?;
         let results = w.commit().await.map_err(|e| store_error(e.into()))?;
-        match results.into_iter().nth(1) {
+        match results.into_iter().nth(at) {
             Some(zk::MultiWriteResult::SetData { stat }) => Ok(stat.version),
+            Some(zk::MultiWriteResult::Create { stat, .. }) => Ok(stat.version),
             other => Err(StoreError::Unavailable(format!(
                 "unexpected multi result {other:?}"
             ))),
@@ -162,7 +182,7 @@ impl MarkStore for ZkMarks {
                 "the slot node is no longer ours".into(),
             ));
         }
-        let mut w = self.mark_write(claim, mark).map_err(store_error)?;
+        let (mut w, _) = self.mark_write(claim, mark).map_err(store_error)?;
         w.add_delete(&self.paths.slot(claim.slot), Some(SLOT_VERSION))
             .map_err(store_error)?;
         w.commit().await.map_err(|e| store_error(e.into()))?;
@@ -171,5 +191,36 @@ impl MarkStore for ZkMarks {
 
     async fn give_back(&self, slot: u32) {
         self.delete_if_ours(slot).await;
+    }
+
+    async fn recheck(&self, claim: &Claim<i32>) -> Result<Recheck<i32>, StoreError> {
+        if let Some(id) = &self.identity {
+            match self.client.check_stat(id).await.map_err(store_error)? {
+                Some(_) => {}
+                None => {
+                    return Ok(Recheck::PoolReplaced(format!(
+                        "{id} is gone: {} was deleted or recreated",
+                        self.paths.params()
+                    )))
+                }
+            }
+        }
+        match self.ours(claim.slot).await {
+            Ok(true) => {}
+            Ok(false) | Err(zk::Error::NoNode) => return Ok(Recheck::Gone),
+            Err(e) => return Err(store_error(e)),
+        }
+        match self.client.get_data(&self.paths.mark(claim.slot)).await {
+            Ok((data, stat)) => Ok(Recheck::Ours(Stored {
+                // An unreadable mark is overwritten as a lowered one would be.
+                mark: parse_mark(&data).unwrap_or(0),
+                version: stat.version,
+            })),
+            Err(zk::Error::NoNode) => Ok(Recheck::Ours(Stored {
+                mark: 0,
+                version: MISSING,
+            })),
+            Err(e) => Err(store_error(e)),
+        }
     }
 }

@@ -4,11 +4,15 @@
 //! instances of one pool with different parameters could issue the same IDs (si53 with
 //! different MID bits maps two slots onto overlapping ID ranges), so a mismatch refuses to
 //! start, naming each parameter and both values. Every slot is then claimed in a `multi`
-//! that checks this node's version, so the check holds at the moment of the claim.
+//! that checks this node's version and the pool's identity (`identity/<czxid of params>`, see
+//! [`crate::lease::identity`]), and every mark write checks the identity too, so the
+//! agreement holds for as long as a lease does, even if `params` is deleted and recreated.
 
 use super::hold::{classify, End};
-use super::tree::acls;
+use super::tree::{acls, parse_mark};
 use super::Negotiator;
+use crate::lease::identity::{self, Agreed, Record};
+use crate::lease::planted::PlantedBug;
 use crate::lease::LeaseError;
 use std::collections::BTreeMap;
 use zookeeper_client as zk;
@@ -18,37 +22,171 @@ pub(crate) fn record(neg: &Negotiator) -> BTreeMap<String, String> {
     neg.cfg.pool_params.iter().cloned().collect()
 }
 
-/// Records the pool's parameters if it has none yet, or checks ours against them: the node's
-/// version, to check at each claim.
-pub(crate) async fn agree(neg: &Negotiator, client: &zk::Client) -> Result<i32, End> {
+/// What a session agreed: the `params` node's version (checked at each claim) and the pool's
+/// identity (checked with every mark write and claim).
+pub(crate) struct Agreement {
+    pub params_version: i32,
+    pub agreed: Agreed,
+}
+
+/// Records the pool's parameters if it has none yet, or checks ours against them; then joins
+/// the pool's identity, or records it (see [`crate::lease::identity`]). `first`: the
+/// instance's first agreement, where a disagreement refuses to start; later (after the pool
+/// was replaced under it) it is not ready instead, saying why.
+pub(crate) async fn agree(
+    neg: &Negotiator,
+    client: &zk::Client,
+    first: bool,
+) -> Result<Agreement, End> {
     let path = neg.paths.params();
     let ours = record(neg);
     let data = serde_json::to_vec(&ours).expect("parameters serialise");
     let mode = zk::CreateMode::Persistent.with_acls(acls(neg.cfg.access.restricted()));
-    for _ in 0..3 {
-        match client.create(&path, &data, &mode).await {
-            Ok((stat, _)) => return Ok(stat.version),
-            Err(zk::Error::NodeExists) => {}
-            Err(e) => return Err(classify(e, &format!("cannot record {path}"))),
+    let disagree = |why: String| {
+        let why = identity::disagrees(&path, &why, "--zk-root");
+        if first {
+            End::Fatal(LeaseError::Task(why))
+        } else {
+            End::Disagrees(why)
         }
-        let (theirs, stat) = match client.get_data(&path).await {
-            Ok(r) => r,
-            Err(zk::Error::NoNode) => continue,
-            Err(e) => return Err(classify(e, &format!("cannot read {path}"))),
+    };
+    for _ in 0..5 {
+        let stat = match client.create(&path, &data, &mode).await {
+            Ok((stat, _)) => stat,
+            Err(zk::Error::NodeExists) => {
+                let (theirs, stat) = match client.get_data(&path).await {
+                    Ok(r) => r,
+                    Err(zk::Error::NoNode) => continue,
+                    Err(e) => return Err(classify(e, &format!("cannot read {path}"))),
+                };
+                if let Some(why) = mismatch(&ours, &theirs) {
+                    return Err(disagree(why));
+                }
+                stat
+            }
+            Err(e) => return Err(classify(e, &format!("cannot record {path}"))),
         };
-        return match mismatch(&ours, &theirs) {
-            None => Ok(stat.version),
-            Some(why) => Err(End::Fatal(LeaseError::Task(format!(
-                "this instance's parameters differ from those of the pool it would join ({path}): \
-                 {why}. Instances of one pool must share every parameter that shapes its IDs, \
-                 or they could issue the same IDs: change this instance's flags, or use another \
-                 cluster ID or --zk-root for a separate pool"
-            )))),
-        };
+        if neg.proto.planted() == PlantedBug::IgnorePoolIdentity {
+            return Ok(Agreement {
+                params_version: stat.version,
+                agreed: Agreed::default(),
+            });
+        }
+        let id = identity::id_of(stat.czxid);
+        match join_or_record(neg, client, &id, stat.czxid).await? {
+            Some(rec) => {
+                if let Some(why) = identity::pool_size_mismatch(&rec, neg.cfg.pool_size) {
+                    return Err(disagree(why));
+                }
+                return Ok(Agreement {
+                    params_version: stat.version,
+                    agreed: Agreed {
+                        id,
+                        not_before: rec.not_before,
+                    },
+                });
+            }
+            // The parameters were recreated meanwhile: agree on the new ones.
+            None => continue,
+        }
     }
     Err(End::Fatal(LeaseError::Task(format!(
         "{path} keeps appearing and vanishing"
     ))))
+}
+
+/// Joins the identity `id` (the `params` node created at `czxid`), recording it first if no
+/// one has: delete every other identity's node (their holders' next write fails), then read
+/// every mark (none of those holders can write one now) for the floor of every claim under
+/// the new identity. `None` if `params` was recreated meanwhile.
+async fn join_or_record(
+    neg: &Negotiator,
+    client: &zk::Client,
+    id: &str,
+    czxid: i64,
+) -> Result<Option<Record>, End> {
+    let paths = &neg.paths;
+    let key = paths.identity(id);
+    let mode = zk::CreateMode::Persistent.with_acls(acls(neg.cfg.access.restricted()));
+    for _ in 0..5 {
+        match client.get_data(&key).await {
+            Ok((data, _)) => {
+                return Record::parse(&data)
+                    .map(Some)
+                    .ok_or_else(|| End::Fatal(LeaseError::Task(identity::unreadable(&key))))
+            }
+            Err(zk::Error::NoNode) => {}
+            Err(e) => return Err(classify(e, &format!("cannot read {key}"))),
+        }
+        let others = match client.list_children(&paths.identities()).await {
+            Ok(c) => c,
+            Err(e) => return Err(classify(e, &format!("cannot list {}", paths.identities()))),
+        };
+        for other in others.iter().filter(|o| o.as_str() != id) {
+            match client.delete(&paths.identity(other), None).await {
+                Ok(()) | Err(zk::Error::NoNode) => tracing::warn!(
+                    old = %other,
+                    new = %id,
+                    "the pool's parameters were recorded anew: the holders of its old identity stop at their next mark write"
+                ),
+                Err(e) => {
+                    return Err(classify(
+                        e,
+                        &format!("cannot delete {}", paths.identity(other)),
+                    ))
+                }
+            }
+        }
+        let not_before = highest_mark(client, paths).await?;
+        let rec = Record {
+            not_before,
+            pool_size: neg.cfg.pool_size,
+            recorded_ms: neg.proto.clock.now_unix_ns() / 1_000_000,
+        };
+        match client.create(&key, &rec.to_json(), &mode).await {
+            Ok(_) => {}
+            Err(zk::Error::NodeExists) => continue,
+            Err(e) => return Err(classify(e, &format!("cannot record {key}"))),
+        }
+        // Recorded for the `params` we read: if it was recreated meanwhile, take ours back.
+        match client.get_data(&paths.params()).await {
+            Ok((_, stat)) if stat.czxid == czxid => {}
+            Ok(_) | Err(zk::Error::NoNode) => {
+                let _ = client.delete(&key, None).await;
+                return Ok(None);
+            }
+            Err(e) => return Err(classify(e, &format!("cannot read {}", paths.params()))),
+        }
+        tracing::info!(
+            identity = %id,
+            not_before,
+            pool_size = neg.cfg.pool_size,
+            "recorded the pool's identity; every claim under it starts above the highest mark in the pool"
+        );
+        return Ok(Some(rec));
+    }
+    Err(End::Fatal(LeaseError::Task(format!(
+        "{key} keeps appearing and vanishing"
+    ))))
+}
+
+/// The highest mark in the pool (an unreadable one is skipped: its slot is never taken).
+async fn highest_mark(client: &zk::Client, paths: &super::Paths) -> Result<u64, End> {
+    let marks = match client.list_children(&paths.marks()).await {
+        Ok(m) => m,
+        Err(zk::Error::NoNode) => return Ok(0),
+        Err(e) => return Err(classify(e, &format!("cannot list {}", paths.marks()))),
+    };
+    let mut highest = 0;
+    for m in marks {
+        let path = format!("{}/{m}", paths.marks());
+        match client.get_data(&path).await {
+            Ok((data, _)) => highest = highest.max(parse_mark(&data).unwrap_or(0)),
+            Err(zk::Error::NoNode) => {}
+            Err(e) => return Err(classify(e, &format!("cannot read {path}"))),
+        }
+    }
+    Ok(highest)
 }
 
 /// What differs between our parameters and the recorded ones, if anything.

@@ -82,6 +82,9 @@ pub(crate) async fn run(
         claims: Default::default(),
     };
     let mut sessions = 0u64;
+    // Whether this instance ever agreed on the pool: a disagreement before refuses to start,
+    // after (the pool replaced under it) it is not ready instead.
+    let mut agreed_once = false;
     // Fail fast and retry here, at least once a second: the client's own schedule backs off
     // for seconds, so after a long outage IDs would flow again only seconds after ZooKeeper.
     let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(1));
@@ -141,12 +144,16 @@ pub(crate) async fn run(
         // Nodes a previous session may have left belong to it alone: this one starts afresh.
         across.claims.suspects.clear();
         let agreed = match make_namespace(&neg, &client, &mut stop).await {
-            Ok(()) => params::agree(&neg, &client).await,
+            Ok(()) => params::agree(&neg, &client, !agreed_once).await,
             Err(end) => Err(end),
         };
         let end = match agreed {
-            Ok(version) => {
-                across.claims.params_version = version;
+            Ok(a) => {
+                agreed_once = true;
+                across.claims.params_version = a.params_version;
+                across.claims.identity =
+                    (!a.agreed.id.is_empty()).then(|| neg.paths.identity(&a.agreed.id));
+                across.claims.not_before = a.agreed.not_before;
                 hold::serve(&neg, &client, &mut stop, &mut across).await
             }
             Err(end) => end,
@@ -212,6 +219,28 @@ pub(crate) async fn run(
                 }
                 continue;
             }
+            End::Replaced(why) => {
+                close(client).await;
+                neg.proto
+                    .metrics
+                    .session_state(neg.proto.part.index, "closed");
+                tracing::warn!(reason = %why, "the pool was replaced; agreeing on it again");
+                neg.proto.tx.send_replace(LeaseState::Lost { reason: why });
+            }
+            End::Disagrees(why) => {
+                close(client).await;
+                neg.proto
+                    .metrics
+                    .session_state(neg.proto.part.index, "closed");
+                stop.follow(CancellationToken::new());
+                tracing::warn!(reason = %why, "not ready; agreeing again in a few seconds");
+                neg.proto.pending(why);
+                if stop.sleep(refused.next_wait()).await.is_err() {
+                    neg.proto.tx.send_replace(LeaseState::Released);
+                    return Ok(());
+                }
+                continue;
+            }
             End::Fatal(e) => return Err(neg.proto.fail(e)),
         }
         refused.reset();
@@ -267,11 +296,16 @@ async fn close(client: zk::Client) {
     .await;
 }
 
-/// Creates `queue/`, `slots/` and `marks/` when missing, retrying passing faults.
+/// Creates `queue/`, `slots/`, `marks/` and `identity/` when missing, retrying passing faults.
 async fn make_namespace(neg: &Negotiator, client: &zk::Client, stop: &mut Stop) -> Result<(), End> {
     let dir = zk::CreateMode::Persistent.with_acls(acls(neg.cfg.access.restricted()));
     let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(1));
-    for path in [neg.paths.queue(), neg.paths.slots(), neg.paths.marks()] {
+    for path in [
+        neg.paths.queue(),
+        neg.paths.slots(),
+        neg.paths.marks(),
+        neg.paths.identities(),
+    ] {
         loop {
             match client.mkdir(&path, &dir).await {
                 Ok(()) => break,

@@ -38,6 +38,15 @@ impl Paths {
     pub fn params(&self) -> String {
         format!("{}/params", self.base)
     }
+    /// The pool's identity records: one child per recorded `params` (see
+    /// `crate::lease::identity`).
+    pub fn identities(&self) -> String {
+        format!("{}/identity", self.base)
+    }
+    /// The identity record of the `params` recorded as `id`.
+    pub fn identity(&self, id: &str) -> String {
+        format!("{}/identity/{id}", self.base)
+    }
     pub fn slot(&self, n: u32) -> String {
         format!("{}/slots/{n}", self.base)
     }

@@ -1,0 +1,123 @@
+//! A pool's identity: what makes "the pool these marks belong to" something that cannot be
+//! recreated equal by accident.
+//!
+//! The instances of one pool must agree on everything that shapes its IDs (the layout and its
+//! parameters, recorded in `params` and checked at each agreement) and on its size. Agreement
+//! at the moment of a claim is not enough: an operator who deletes `params` "to change a
+//! parameter" lets the next instance record other parameters while the old holders go on
+//! issuing. So a pool's identity is *the creation of its `params` record* — ZooKeeper's
+//! creation id (`czxid`) of the node, etcd's `create_revision` of the key, neither of which a
+//! deleted-and-recreated record ever gets again — and:
+//!
+//! - every mark write and every claim is conditional on it (ZooKeeper: a `multi` that checks
+//!   `identity/<id>`, which whoever records a new identity deletes first; etcd: a compare on
+//!   `params`' `create_revision`), so a holder of a replaced pool stops at its next write;
+//! - the identity's record (`identity/<id>`, JSON, this type) holds the pool's size and the
+//!   highest mark in the pool when the identity was recorded (`not-before`): every claim made
+//!   under it starts above that, so an instance that records a new identity over a pool that
+//!   still holds marks (the old holders may go on issuing until their next write fails, never
+//!   past their marks) issues nothing until the clock is past every one of them;
+//! - an instance whose parameters or pool size differ is refused at start, naming the flag;
+//!   one that finds the pool replaced under it stops issuing at once, says why on `/readyz`,
+//!   and agrees again (joining the new pool if its flags agree, not ready saying why if not).
+//!
+//! `--lease-horizon` and `--max-clock-wait` are not part of it: a mark further ahead than an
+//! instance expects is waited for, never fatal, so instances of one pool may differ in both.
+
+use serde::{Deserialize, Serialize};
+
+/// The record of a pool's identity (`identity/<id>`, JSON).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    /// The highest mark in the pool when this identity was recorded: no claim under it
+    /// issues a tick at or below this.
+    #[serde(rename = "not-before")]
+    pub not_before: u64,
+    /// How many slots the pool negotiates (`--pool-size`).
+    #[serde(rename = "pool-size")]
+    pub pool_size: u32,
+    /// When it was recorded (Unix ms, the recording instance's clock), for people.
+    #[serde(rename = "recorded-ms", default)]
+    pub recorded_ms: u64,
+}
+
+impl Record {
+    pub fn to_json(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("an identity record serialises")
+    }
+
+    pub fn parse(data: &[u8]) -> Option<Record> {
+        serde_json::from_slice(data).ok()
+    }
+}
+
+/// The pool an instance agreed to join: its identity and where its record is, and the floor
+/// every claim starts above.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Agreed {
+    /// The identity, 16 hex digits (the record's creation id or revision); empty: none (a
+    /// planted bug, for the campaign).
+    pub id: String,
+    pub not_before: u64,
+}
+
+/// The identity of a `params` record created at `creation` (ZooKeeper's czxid, etcd's
+/// create revision), as its record's name.
+pub fn id_of(creation: i64) -> String {
+    format!("{creation:016x}")
+}
+
+/// How a pool whose record is unreadable is refused.
+pub fn unreadable(key: &str) -> String {
+    format!(
+        "the pool's identity record {key} is unreadable; it holds the floor that keeps IDs \
+         unique after the pool's parameters were recorded anew: repair it, or record the pool \
+         anew (see the operations guide)"
+    )
+}
+
+/// What differs between this instance's pool size and the recorded one, naming the flag.
+pub fn pool_size_mismatch(rec: &Record, ours: u32) -> Option<String> {
+    (rec.pool_size != ours).then(|| {
+        format!(
+            "--pool-size: the pool has {}, this instance {ours}",
+            rec.pool_size
+        )
+    })
+}
+
+/// The message of an instance that disagrees with the pool it would join.
+pub fn disagrees(key: &str, why: &str, store_flag: &str) -> String {
+    format!(
+        "this instance's parameters differ from those of the pool it would join ({key}): \
+         {why}. Instances of one pool must share every parameter that shapes its IDs, or they \
+         could issue the same IDs: change this instance's flags, or use another cluster ID or \
+         {store_flag} for a separate pool"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_read_back_and_name_the_pool_size() {
+        let r = Record {
+            not_before: 123,
+            pool_size: 64,
+            recorded_ms: 5,
+        };
+        assert_eq!(Record::parse(&r.to_json()), Some(r.clone()));
+        assert_eq!(
+            String::from_utf8(r.to_json()).unwrap(),
+            r#"{"not-before":123,"pool-size":64,"recorded-ms":5}"#
+        );
+        assert!(Record::parse(b"junk").is_none());
+        assert_eq!(pool_size_mismatch(&r, 64), None);
+        assert_eq!(
+            pool_size_mismatch(&r, 8).unwrap(),
+            "--pool-size: the pool has 64, this instance 8"
+        );
+        assert_eq!(id_of(0x1f), "000000000000001f");
+    }
+}
