@@ -610,6 +610,8 @@ pub struct PoolConfig {
     /// Only this cluster, or every cluster found.
     pub cluster: Option<u8>,
     pub pool_size: u32,
+    /// `--pool-size` was given: free slots are counted in it, not in the recorded size.
+    pub pool_size_given: bool,
     pub json: bool,
 }
 
@@ -632,6 +634,7 @@ impl PoolConfig {
             layout,
             cluster: a.cluster_id,
             pool_size,
+            pool_size_given: a.pool_size.is_some(),
             json: a.json,
         })
     }

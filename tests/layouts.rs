@@ -574,23 +574,29 @@ async fn probed_slot_with_a_far_mark_is_left_for_another() {
     let c = zk.client().await;
     let opts =
         zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
-    // 60 s ahead, in 4 ms units since 2010-01-01Z.
+    let args = |slot: &'static str| {
+        [
+            "--layout",
+            "sno80",
+            "--generator-id",
+            slot,
+            "--zk",
+            &zk.connect(),
+            "--zk-session-timeout",
+            "2s",
+        ]
+        .map(str::to_string)
+    };
+    // The pool is recorded (its identity starts above the marks then in it), then slot 5's
+    // last holder turns out to have run 60 s ahead (in 4 ms units since 2010-01-01Z).
+    let mut first = Idcar::start(&args("7").each_ref().map(String::as_str)).await;
+    first.wait_ready(Duration::from_secs(15)).await;
+    first.stop_ok().await;
     let far = (now_ms() + 60_000 - 1_262_304_000_000) / 4;
-    c.mkdir("/idcar/sno80/0/marks", &opts).await.unwrap();
     c.create("/idcar/sno80/0/marks/5", far.to_string().as_bytes(), &opts)
         .await
         .unwrap();
-    let a = Idcar::start(&[
-        "--layout",
-        "sno80",
-        "--generator-id",
-        "5",
-        "--zk",
-        &zk.connect(),
-        "--zk-session-timeout",
-        "2s",
-    ])
-    .await;
+    let a = Idcar::start(&args("5").each_ref().map(String::as_str)).await;
     a.wait_ready(Duration::from_secs(15)).await;
     let slot = a.metric("idcar_lease_slot").await.unwrap();
     assert!(slot >= 0.0 && slot != 5.0, "took slot {slot}");

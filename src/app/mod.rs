@@ -87,21 +87,36 @@ async fn pool(cfg: PoolConfig) -> anyhow::Result<ExitCode> {
             .await
             .map_err(|_| anyhow::anyhow!("timed out connecting to ZooKeeper at {}", z.connect))?
             .map_err(|e| anyhow::anyhow!("{e}"))?;
-            zk::pool::report(&client, &z.root, name, cfg.cluster, cfg.pool_size)
-                .await
-                .with_context(|| {
-                    format!(
-                        "cannot read the pool under {} (ZooKeeper checks it against {})",
-                        z.root,
-                        z.access.identity_flags()
-                    )
-                })?
+            zk::pool::report(
+                &client,
+                &z.root,
+                name,
+                cfg.cluster,
+                cfg.pool_size,
+                cfg.pool_size_given,
+            )
+            .await
+            .with_context(|| {
+                format!(
+                    "cannot read the pool under {} (ZooKeeper checks it against {})",
+                    z.root,
+                    z.access.identity_flags()
+                )
+            })?
         }
         PoolStore::Etcd(e) => {
             let endpoints = e.access.endpoints.join(",");
             let read = async {
                 let etcd = etcd::Etcd::connect(&e.access, etcd::call_timeout(e.ttl)).await?;
-                etcd::pool::report(&etcd, &e.prefix, name, cfg.cluster, cfg.pool_size).await
+                etcd::pool::report(
+                    &etcd,
+                    &e.prefix,
+                    name,
+                    cfg.cluster,
+                    cfg.pool_size,
+                    cfg.pool_size_given,
+                )
+                .await
             };
             tokio::time::timeout(Duration::from_secs(10), read)
                 .await

@@ -5,7 +5,9 @@ use super::client::{prefix_end, Etcd, EtcdError};
 use super::pb::etcdserverpb as rpc;
 use super::pb::mvccpb::KeyValue;
 use crate::lease::holding::Looked;
-use crate::lease::zk::pool::{ClusterReport, SlotReport, Waiter};
+use crate::lease::zk::pool::{
+    effective_pool_size, ClusterReport, IdentityReport, SlotReport, Waiter,
+};
 use crate::lease::zk::tree::{parse_mark, parse_owner, Paths};
 use crate::metrics::Metrics;
 use std::collections::{BTreeMap, BTreeSet};
@@ -121,6 +123,7 @@ pub async fn report(
     layout: &str,
     cluster: Option<u8>,
     pool_size: u32,
+    given: bool,
 ) -> Result<Vec<ClusterReport>, EtcdError> {
     let base = format!("{}/{layout}/", prefix.trim_end_matches('/'));
     let clusters: BTreeSet<u8> = match cluster {
@@ -174,7 +177,29 @@ pub async fn report(
                 owner: parse_owner(&kv.value),
             })
             .collect();
-        out.push(ClusterReport::new(layout, c, pool_size, held, waiting));
+        let identity = match range_prefix(etcd, &paths.params(), false)
+            .await?
+            .into_iter()
+            .find(|kv| kv.key == paths.params().as_bytes())
+        {
+            None => None,
+            Some(params) => {
+                let id = crate::lease::identity::id_of(params.create_revision);
+                let rec = range_prefix(etcd, &paths.identity(&id), false)
+                    .await?
+                    .into_iter()
+                    .find(|kv| kv.key == paths.identity(&id).as_bytes());
+                Some(IdentityReport::new(
+                    &params.value,
+                    params.create_revision,
+                    rec.as_ref().map(|kv| kv.value.as_slice()),
+                ))
+            }
+        };
+        let size = effective_pool_size(pool_size, given, identity.as_ref());
+        let mut r = ClusterReport::new(layout, c, size, held, waiting);
+        r.identity = identity;
+        out.push(r);
     }
     Ok(out)
 }

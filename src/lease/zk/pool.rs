@@ -103,11 +103,48 @@ pub struct Waiter {
     pub owner: Option<Owner>,
 }
 
+/// A pool's identity and what its instances agreed on (see [`crate::lease::identity`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct IdentityReport {
+    /// The identity (16 hex digits), or `None` while no instance has recorded it yet.
+    pub id: Option<String>,
+    /// The recorded parameters that shape the pool's IDs (flag name without dashes, value).
+    pub parameters: std::collections::BTreeMap<String, String>,
+    /// The pool size recorded with the identity.
+    pub pool_size: Option<u32>,
+    /// Claims under this identity start above this mark.
+    pub not_before: Option<u64>,
+    /// When the identity was recorded (RFC 3339).
+    pub recorded: Option<String>,
+}
+
+impl IdentityReport {
+    /// From a `params` record created at `creation` and the identity record read for it.
+    pub fn new(params: &[u8], creation: i64, record: Option<&[u8]>) -> IdentityReport {
+        let rec = record.and_then(crate::lease::identity::Record::parse);
+        IdentityReport {
+            id: rec
+                .as_ref()
+                .map(|_| crate::lease::identity::id_of(creation)),
+            parameters: serde_json::from_slice(params).unwrap_or_default(),
+            pool_size: rec.as_ref().map(|r| r.pool_size),
+            not_before: rec.as_ref().map(|r| r.not_before),
+            recorded: rec
+                .as_ref()
+                .map(|r| rfc3339_ms(i64::try_from(r.recorded_ms).unwrap_or(0))),
+        }
+    }
+}
+
 /// One layout and cluster's pool.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct ClusterReport {
     pub layout: String,
     pub cluster: u8,
+    /// What its instances agreed on, if any instance recorded it.
+    pub identity: Option<IdentityReport>,
+    /// `--pool-size` if given, else the size recorded with the pool's identity, else the
+    /// layout's.
     pub pool_size: u32,
     pub held: Vec<SlotReport>,
     pub free: u32,
@@ -174,6 +211,7 @@ impl ClusterReport {
         ClusterReport {
             layout: layout.to_string(),
             cluster,
+            identity: None,
             pool_size,
             free: pool_size.saturating_sub(in_pool),
             held,
@@ -198,13 +236,24 @@ pub(crate) async fn data_or_none(
     }
 }
 
-/// Reads the pool of `layout` for `cluster` (or every cluster found) under `root`.
+/// The pool size a report counts free slots in: `--pool-size` if given, else the recorded one,
+/// else the layout's (`pool_size`).
+pub fn effective_pool_size(pool_size: u32, given: bool, identity: Option<&IdentityReport>) -> u32 {
+    match identity.and_then(|i| i.pool_size) {
+        Some(recorded) if !given => recorded,
+        _ => pool_size,
+    }
+}
+
+/// Reads the pool of `layout` for `cluster` (or every cluster found) under `root`; free
+/// slots counted in `pool_size` if `given`, else in the pool's recorded size.
 pub async fn report(
     client: &zk::Client,
     root: &str,
     layout: &str,
     cluster: Option<u8>,
     pool_size: u32,
+    given: bool,
 ) -> Result<Vec<ClusterReport>, zk::Error> {
     let clusters: Vec<u8> = match cluster {
         Some(c) => vec![c],
@@ -258,7 +307,22 @@ pub async fn report(
                 .and_then(|(d, _)| parse_owner(&d));
             waiting.push(Waiter { node, owner });
         }
-        out.push(ClusterReport::new(layout, c, pool_size, held, waiting));
+        let identity = match data_or_none(client, &paths.params()).await? {
+            None => None,
+            Some((params, stat)) => {
+                let id = crate::lease::identity::id_of(stat.czxid);
+                let rec = data_or_none(client, &paths.identity(&id)).await?;
+                Some(IdentityReport::new(
+                    &params,
+                    stat.czxid,
+                    rec.as_ref().map(|(d, _)| d.as_slice()),
+                ))
+            }
+        };
+        let size = effective_pool_size(pool_size, given, identity.as_ref());
+        let mut r = ClusterReport::new(layout, c, size, held, waiting);
+        r.identity = identity;
+        out.push(r);
     }
     Ok(out)
 }
@@ -287,6 +351,26 @@ pub fn render(reports: &[ClusterReport]) -> String {
                 "  {:>5}  {:<32} {:<20} {:<25} mark",
                 "slot", "holder", "session", "since"
             );
+        }
+        match &r.identity {
+            Some(i) => {
+                let params: Vec<String> = i
+                    .parameters
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect();
+                let _ = match (&i.id, i.pool_size, &i.recorded) {
+                    (Some(id), Some(size), Some(at)) => writeln!(
+                        s,
+                        "  pool identity {id} recorded {at}: pool size {size}, {}",
+                        params.join(" ")
+                    ),
+                    _ => writeln!(s, "  pool identity not recorded yet: {}", params.join(" ")),
+                };
+            }
+            None => {
+                let _ = writeln!(s, "  no parameters recorded (no instance has joined)");
+            }
         }
         for h in &r.held {
             let who = h.owner.as_ref().map_or("?".to_string(), describe);

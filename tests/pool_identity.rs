@@ -1,0 +1,297 @@
+//! What operators and procedures do to a pool's store, against real ZooKeeper and etcd: the
+//! pool's parameters deleted and recorded anew under running holders, a holder's mark lowered
+//! or deleted, a pool size that differs, and what `idcar pool` shows of the pool's identity.
+
+mod common;
+
+use common::etcd::Etcd;
+use common::zk::Zk;
+use common::*;
+use std::time::{Duration, Instant};
+
+/// One store under test, reached the way an operator would (zkCli's operations through a
+/// client, etcdctl).
+enum Store {
+    Zk(Zk),
+    Etcd(Etcd),
+}
+
+impl Store {
+    fn zk() -> Store {
+        Store::Zk(Zk::standalone())
+    }
+
+    fn etcd() -> Store {
+        Store::Etcd(Etcd::single())
+    }
+
+    fn connect(&self) -> String {
+        match self {
+            Store::Zk(z) => z.connect(),
+            Store::Etcd(e) => e.endpoints(),
+        }
+    }
+
+    fn flag(&self) -> &'static str {
+        match self {
+            Store::Zk(_) => "--zk",
+            Store::Etcd(_) => "--etcd",
+        }
+    }
+
+    async fn start(&self, extra: &[&str]) -> Idcar {
+        match self {
+            Store::Zk(_) => common::zk::start(&self.connect(), extra).await,
+            Store::Etcd(_) => common::etcd::start(&self.connect(), extra).await,
+        }
+    }
+
+    async fn start_refused(&self, extra: &[&str]) -> Idcar {
+        match self {
+            Store::Zk(_) => common::zk::start_refused(&self.connect(), extra).await,
+            Store::Etcd(_) => common::etcd::start_refused(&self.connect(), extra).await,
+        }
+    }
+
+    async fn delete(&self, key: &str) {
+        match self {
+            Store::Zk(z) => z.client().await.delete(key, None).await.unwrap(),
+            Store::Etcd(e) => {
+                e.etcdctl(0, &["del", key]).unwrap();
+            }
+        }
+    }
+
+    async fn put(&self, key: &str, value: &str) {
+        match self {
+            Store::Zk(z) => {
+                z.client()
+                    .await
+                    .set_data(key, value.as_bytes(), None)
+                    .await
+                    .unwrap();
+            }
+            Store::Etcd(e) => {
+                e.etcdctl(0, &["put", key, value]).unwrap();
+            }
+        }
+    }
+
+    async fn get(&self, key: &str) -> Option<String> {
+        match self {
+            Store::Zk(z) => z
+                .client()
+                .await
+                .get_data(key)
+                .await
+                .ok()
+                .map(|(d, _)| String::from_utf8_lossy(&d).into_owned()),
+            Store::Etcd(e) => {
+                let out = e.etcdctl(0, &["get", key, "--print-value-only"]).ok()?;
+                let v = out.trim_end().to_string();
+                (!v.is_empty()).then_some(v)
+            }
+        }
+    }
+
+    fn pool(&self, extra: &[&str]) -> (i32, String, String) {
+        let connect = self.connect();
+        let mut args = vec!["pool", self.flag(), connect.as_str()];
+        args.extend(extra);
+        run(&args)
+    }
+}
+
+/// The tick of a lable64 ID.
+fn tick(id: u64) -> u64 {
+    idcar::layout::lable64::Fields::unpack(id)
+        .expect("a lable64 ID")
+        .timestamp_ms
+}
+
+/// Waits (bounded) until `idcar`'s `/readyz` body satisfies `f`: the body.
+async fn readyz_until(idcar: &Idcar, limit: Duration, f: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + limit;
+    loop {
+        let (_, body) = idcar.admin_get("/readyz").await;
+        if f(&body) {
+            return body;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "readyz: {body}\n{}",
+            idcar.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// An operator deletes `params` under a running holder "to change mid-bits", and an instance
+/// with other parameters starts: it records a new pool identity, which fences the old holder
+/// (it stops issuing at its next write, says why, and — disagreeing with the pool now — stays
+/// not ready naming the flag), and it issues nothing until the clock is past every mark the
+/// old holder wrote. No ID is issued twice.
+async fn params_recreated_under_a_holder(s: Store) {
+    let a = s.start(&["--layout", "si53", "--mid-bits", "5"]).await;
+    a.wait_ready(Duration::from_secs(15)).await;
+    let hammering = Instant::now() + Duration::from_secs(3);
+    let (mut all, _) = hammer(&a, Instant::now() + Duration::from_millis(500)).await;
+    s.delete("/idcar/si53/0/params").await;
+    let mut b = s.start(&["--layout", "si53", "--mid-bits", "4"]).await;
+    let (from_a, from_b) = tokio::join!(hammer(&a, hammering), hammer(&b, hammering));
+    all.extend(from_a.0);
+    let why = readyz_until(&a, Duration::from_secs(10), |r| r.contains("--mid-bits")).await;
+    assert!(
+        why.starts_with("not ready") && why.contains("the pool has 4, this instance 5"),
+        "{why}"
+    );
+    b.wait_ready(Duration::from_secs(15)).await;
+    let mut later = b.take(100).await.unwrap();
+    all.extend(from_b.0);
+    all.append(&mut later);
+    assert_unique(&all);
+    assert!(
+        a.metric("idcar_lease_losses_total{reason=\"replaced\"}")
+            .await
+            .unwrap_or(0.0)
+            >= 1.0
+    );
+    assert!(
+        b.logs().contains("recorded the pool's identity"),
+        "{}",
+        b.logs()
+    );
+    // What `idcar pool` shows: the new identity and what was recorded with it.
+    let (code, out, err) = s.pool(&["--layout", "si53", "--mid-bits", "4"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("pool identity "), "{out}");
+    assert!(
+        out.contains("mid-bits=4") && out.contains("pool size 16"),
+        "{out}"
+    );
+    b.stop_ok().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_params_recreated_under_a_holder() {
+    params_recreated_under_a_holder(Store::zk()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_params_recreated_under_a_holder() {
+    params_recreated_under_a_holder(Store::etcd()).await;
+}
+
+/// A holder's mark is overwritten 10 s lower (or deleted) by someone else while a waiter
+/// whose clock is 2 s behind queues for the slot: the holder writes the mark back up at its
+/// next renewal and keeps the slot (counted, logged); the waiter never gets a lowered floor,
+/// and after the holder's release it issues only above everything the holder issued.
+async fn a_tampered_mark_never_reaches_the_successor(s: Store, delete: bool) {
+    let pool = ["--pool-size", "1"];
+    let a = s.start(&pool).await;
+    a.wait_ready(Duration::from_secs(15)).await;
+    let mut all = a.take(1_000).await.unwrap();
+    let b = s
+        .start(&[&pool[..], &["--clock-skew", "-2s"]].concat())
+        .await;
+    let key = "/idcar/lable64/0/marks/0";
+    let stored = s.get(key).await.expect("a's mark");
+    let mark: u64 = stored.split(' ').next().unwrap().parse().unwrap();
+    if delete {
+        s.delete(key).await;
+    } else {
+        s.put(key, &format!("{} 00000000000000ff", mark - 10_000))
+            .await;
+    }
+    let (from_a, _) = hammer(&a, Instant::now() + Duration::from_secs(2)).await;
+    assert!(!from_a.is_empty(), "a stopped issuing: {}", a.logs());
+    all.extend(from_a);
+    assert!(
+        a.metric("idcar_lease_marks_restored_total")
+            .await
+            .unwrap_or(0.0)
+            >= 1.0,
+        "{}",
+        a.logs()
+    );
+    assert!(a.logs().contains("writing it back up"), "{}", a.logs());
+    assert_ne!(
+        b.admin_get("/readyz").await.0,
+        200,
+        "the waiter took the slot"
+    );
+    let now: u64 = s
+        .get(key)
+        .await
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let highest = all.iter().map(|id| tick(*id)).max().unwrap();
+    assert!(now >= highest, "stored {now}, issued up to {highest}");
+    let mut a = a;
+    a.stop_ok().await;
+    b.wait_ready(Duration::from_secs(15)).await;
+    let from_b = b.take(1_000).await.unwrap();
+    assert!(from_b.iter().all(|id| tick(*id) > highest));
+    all.extend(from_b);
+    assert_unique(&all);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_a_lowered_mark_never_reaches_the_successor() {
+    a_tampered_mark_never_reaches_the_successor(Store::zk(), false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_a_lowered_mark_never_reaches_the_successor() {
+    a_tampered_mark_never_reaches_the_successor(Store::etcd(), false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_a_deleted_mark_never_reaches_the_successor() {
+    a_tampered_mark_never_reaches_the_successor(Store::zk(), true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_a_deleted_mark_never_reaches_the_successor() {
+    a_tampered_mark_never_reaches_the_successor(Store::etcd(), true).await;
+}
+
+/// An instance whose `--pool-size` differs from the recorded one is refused at start, naming
+/// the flag; `idcar pool` counts free slots in the recorded size when not given one.
+async fn pool_size_is_part_of_the_agreement(s: Store) {
+    let mut a = s.start(&["--pool-size", "2"]).await;
+    a.wait_ready(Duration::from_secs(15)).await;
+    let mut odd = s.start_refused(&["--pool-size", "3"]).await;
+    let (st, log) = odd.exit_and_logs(Duration::from_secs(15)).await;
+    assert!(!st.success(), "{log}");
+    assert!(
+        log.contains("--pool-size: the pool has 2, this instance 3"),
+        "{log}"
+    );
+    let (code, out, err) = s.pool(&[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("1/2 slots held, 1 free"), "{out}");
+    assert!(out.contains("pool size 2"), "{out}");
+    let (_, json, _) = s.pool(&["--json"]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v[0]["identity"]["pool_size"], 2, "{json}");
+    assert_eq!(
+        v[0]["identity"]["parameters"]["layout"], "lable64",
+        "{json}"
+    );
+    a.stop_ok().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_pool_size_is_part_of_the_agreement() {
+    pool_size_is_part_of_the_agreement(Store::zk()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_pool_size_is_part_of_the_agreement() {
+    pool_size_is_part_of_the_agreement(Store::etcd()).await;
+}
