@@ -16,7 +16,7 @@ use idcar::lease::protocol::{
     self, Claim, MarkStore, Outcome, Protocol, Recheck, StoreError, Stored, Timing,
 };
 use idcar::lease::stop::Stop;
-use idcar::lease::zk::{Paths, ZkMarks};
+use idcar::lease::zk::{Paths, PoolFence, ZkMarks};
 use idcar::lease::{Issued, LeaseState, Window};
 use idcar::metrics::Metrics;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -153,7 +153,11 @@ impl Fixture for ZkFixture {
             client,
             paths: self.paths.clone(),
             auth: false,
-            identity: Some(self.identity().await),
+            pool: Some(PoolFence {
+                params: self.paths.params(),
+                params_version: 0,
+                identity: self.identity().await,
+            }),
         }
     }
     async fn foreign_write(&self, mark: u64) {

@@ -94,12 +94,63 @@ impl Store {
         }
     }
 
+    /// The store's data directory (its only node's).
+    fn data_dir(&self) -> std::path::PathBuf {
+        match self {
+            Store::Zk(z) => z.dir(0).join("data"),
+            Store::Etcd(e) => e.members[0].dir.clone(),
+        }
+    }
+
+    fn stop(&mut self) {
+        match self {
+            Store::Zk(z) => z.kill(0),
+            Store::Etcd(e) => e.kill(0),
+        }
+    }
+
+    fn start_again(&mut self) {
+        match self {
+            Store::Zk(z) => z.restart(0),
+            Store::Etcd(e) => {
+                e.restart(0);
+                e.wait_up(0, Duration::from_secs(20));
+            }
+        }
+    }
+
+    /// A backup of the store's data, taken (briefly stopped) into `to`.
+    fn snapshot(&mut self, to: &std::path::Path) {
+        self.stop();
+        copy_dir(&self.data_dir(), to);
+        self.start_again();
+    }
+
+    /// The store restored from the backup in `from` (stopped, data replaced, started).
+    fn restore(&mut self, from: &std::path::Path) {
+        self.stop();
+        let data = self.data_dir();
+        std::fs::remove_dir_all(&data).unwrap();
+        copy_dir(from, &data);
+        self.start_again();
+    }
+
     fn pool(&self, extra: &[&str]) -> (i32, String, String) {
         let connect = self.connect();
         let mut args = vec!["pool", self.flag(), connect.as_str()];
         args.extend(extra);
         run(&args)
     }
+}
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    let st = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(from)
+        .arg(to)
+        .status()
+        .unwrap();
+    assert!(st.success(), "cp -a {} {}", from.display(), to.display());
 }
 
 /// The tick of a lable64 ID.
@@ -294,4 +345,61 @@ async fn zookeeper_pool_size_is_part_of_the_agreement() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_pool_size_is_part_of_the_agreement() {
     pool_size_is_part_of_the_agreement(Store::etcd()).await;
+}
+
+/// A snapshot restore rolls every mark (and slot) back to the snapshot's time, below what the
+/// holders issued since. The documented procedure: restore, then delete the pool's `params`
+/// at once. Every holder stops at its next write (the pool is replaced), the first to agree
+/// again records a new identity whose floor is above every mark and one horizon past its
+/// clock, and every instance issues only above it: no ID is issued twice, and the pool
+/// serves again.
+async fn restore_procedure(mut s: Store) {
+    let a = s.start(&[]).await;
+    let b = s.start(&[]).await;
+    a.wait_ready(Duration::from_secs(15)).await;
+    b.wait_ready(Duration::from_secs(15)).await;
+    let backup = tempfile::tempdir().unwrap();
+    let snapshot = backup.path().join("snapshot");
+    s.snapshot(&snapshot);
+    a.wait_ready(Duration::from_secs(20)).await;
+    b.wait_ready(Duration::from_secs(20)).await;
+    // The holders go on issuing (and renewing) well past the snapshot's marks.
+    let until = Instant::now() + Duration::from_secs(3);
+    let (mut all, _) = hammer(&a, until).await;
+    all.extend(hammer(&b, until).await.0);
+    let before = all.iter().map(|id| tick(*id)).max().unwrap();
+    s.restore(&snapshot);
+    s.delete("/idcar/lable64/0/params").await;
+    let until = Instant::now() + Duration::from_secs(8);
+    let (from_a, from_b) = tokio::join!(hammer(&a, until), hammer(&b, until));
+    for id in from_a.0.iter().chain(from_b.0.iter()) {
+        assert!(
+            tick(*id) > before,
+            "an ID at tick {} after the restore, issued up to {before} before it",
+            tick(*id)
+        );
+    }
+    all.extend(from_a.0);
+    all.extend(from_b.0);
+    a.wait_ready(Duration::from_secs(20)).await;
+    b.wait_ready(Duration::from_secs(20)).await;
+    all.extend(a.take(100).await.unwrap());
+    all.extend(b.take(100).await.unwrap());
+    assert_unique(&all);
+    // Recorded when the pool was created, and anew after the restore.
+    let recorded: usize = [&a, &b]
+        .iter()
+        .map(|i| i.logs().matches("recorded the pool's identity").count())
+        .sum();
+    assert!(recorded >= 2, "{}\n{}", a.logs(), b.logs());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_restore_procedure() {
+    restore_procedure(Store::zk()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_restore_procedure() {
+    restore_procedure(Store::etcd()).await;
 }

@@ -12,11 +12,13 @@
 //! - every mark write and every claim is conditional on it (ZooKeeper: a `multi` that checks
 //!   `identity/<id>`, which whoever records a new identity deletes first; etcd: a compare on
 //!   `params`' `create_revision`), so a holder of a replaced pool stops at its next write;
-//! - the identity's record (`identity/<id>`, JSON, this type) holds the pool's size and the
-//!   highest mark in the pool when the identity was recorded (`not-before`): every claim made
-//!   under it starts above that, so an instance that records a new identity over a pool that
-//!   still holds marks (the old holders may go on issuing until their next write fails, never
-//!   past their marks) issues nothing until the clock is past every one of them;
+//! - the identity's record (`identity/<id>`, JSON, this type) holds the pool's size and a
+//!   floor (`not-before`): the highest mark in the pool when the identity was recorded, and
+//!   at least one horizon past the recording instance's clock if the pool held any mark
+//!   ([`floor_over`]). Every claim made under it starts above that, so an instance that
+//!   records a new identity over a pool that still holds marks (the old holders may go on
+//!   issuing until their next write fails, never past their marks) issues nothing until the
+//!   clock is past every one of them — nor past marks a snapshot restore rolled back;
 //! - an instance whose parameters or pool size differ is refused at start, naming the flag;
 //!   one that finds the pool replaced under it stops issuing at once, says why on `/readyz`,
 //!   and agrees again (joining the new pool if its flags agree, not ready saying why if not).
@@ -65,6 +67,23 @@ pub struct Agreed {
 /// create revision), as its record's name.
 pub fn id_of(creation: i64) -> String {
     format!("{creation:016x}")
+}
+
+/// The floor of every claim under a new identity, given the highest mark in the pool
+/// (`None` or 0: the pool holds no mark, nothing was ever issued in it): above every mark, and one
+/// horizon of this instance past its clock — the holders of the old identity may have written
+/// marks that a snapshot restore or a script took away, and may go on issuing until their
+/// next write fails, never past their clock plus their horizon (give the instance that
+/// records a new identity the pool's longest `--lease-horizon`).
+pub fn floor_over(highest: Option<u64>, p: &super::Protocol) -> u64 {
+    match highest {
+        // No mark, or only marks of slots never written: nothing was ever issued.
+        None | Some(0) => 0,
+        Some(m) => m.max(
+            p.now_tick()
+                .saturating_add(p.scheme.ticks_in(p.timing.horizon)),
+        ),
+    }
 }
 
 /// How a pool whose record is unreadable is refused.

@@ -417,11 +417,11 @@ async fn join_or_record(
                 .ok_or_else(|| EtcdError::Fatal(identity::unreadable(&key)));
         }
         let marks = pool::under(etcd, &paths.marks(), false).await?;
-        let not_before = marks
+        let highest = marks
             .iter()
-            .filter_map(|kv| parse_mark_and_token(&kv.value).map(|(m, _)| m))
-            .max()
-            .unwrap_or(0);
+            .map(|kv| parse_mark_and_token(&kv.value).map_or(0, |(m, _)| m))
+            .max();
+        let not_before = identity::floor_over(highest, &neg.proto);
         let rec = Record {
             not_before,
             pool_size: neg.cfg.pool_size,

@@ -108,7 +108,15 @@ pub(crate) async fn serve(
             client: client.clone(),
             paths: neg.paths.clone(),
             auth: neg.cfg.access.restricted(),
-            identity: across.claims.identity.clone(),
+            pool: across
+                .claims
+                .identity
+                .clone()
+                .map(|identity| super::marks::PoolFence {
+                    params: neg.paths.params(),
+                    params_version: across.claims.params_version,
+                    identity,
+                }),
         },
         claims: &mut across.claims,
     };

@@ -3,8 +3,8 @@
 //! ephemeral node of this session. Why these operations keep IDs unique is
 //! `crate::lease::protocol`'s business; this file only maps them onto znodes:
 //!
-//! - a write is a `multi` checking the pool's identity node (`identity/<id>`, see
-//!   `crate::lease::identity`) and `slots/N` at the version created (0: an ephemeral node's
+//! - a write is a `multi` checking the pool (`params` at the version agreed and its identity
+//!   node `identity/<id>`, see `crate::lease::identity`), `slots/N` at the version created (0: an ephemeral node's
 //!   data is never set) and setting `marks/N` at the version last seen. The check alone does
 //!   not prove the node ours (any holder's node has version 0); the compare-and-set on the
 //!   mark is what fences holders;
@@ -26,9 +26,18 @@ pub struct ZkMarks {
     pub paths: Paths,
     /// Digest auth in use: nodes are created creator-only.
     pub auth: bool,
-    /// The pool's identity node (`identity/<id>`): every mark write checks it. `None`: not
-    /// checked (the conformance suite's bare pools; a planted bug).
-    pub identity: Option<String>,
+    /// The pool agreed: every mark write checks it. `None`: not checked (a planted bug).
+    pub pool: Option<PoolFence>,
+}
+
+/// What every mark write checks of the pool: its `params` node at the version agreed (deleted
+/// or rewritten, the pool is replaced) and its identity node (deleted by whoever records a new
+/// identity, so that `params` deleted and recreated at the same version is caught too).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoolFence {
+    pub params: String,
+    pub params_version: i32,
+    pub identity: String,
 }
 
 /// The version a recreated mark is written at: the node is missing (deleted by someone else).
@@ -104,8 +113,9 @@ impl ZkMarks {
         mark: u64,
     ) -> Result<(zk::MultiWriter<'_>, usize), zk::Error> {
         let mut w = self.client.new_multi_writer();
-        if let Some(id) = &self.identity {
-            w.add_check_version(id, 0)?;
+        if let Some(f) = &self.pool {
+            w.add_check_version(&f.params, f.params_version)?;
+            w.add_check_version(&f.identity, 0)?;
         }
         w.add_check_version(&self.paths.slot(claim.slot), SLOT_VERSION)?;
         let data = mark_data(mark, &claim.token_hex());
@@ -116,7 +126,7 @@ impl ZkMarks {
         } else {
             w.add_set_data(&path, &data, Some(claim.version))?;
         }
-        Ok((w, 1 + usize::from(self.identity.is_some())))
+        Ok((w, 1 + 2 * usize::from(self.pool.is_some())))
     }
 
     /// Deletes `slots/N` if this session created it: whether it did.
@@ -194,15 +204,22 @@ impl MarkStore for ZkMarks {
     }
 
     async fn recheck(&self, claim: &Claim<i32>) -> Result<Recheck<i32>, StoreError> {
-        if let Some(id) = &self.identity {
-            match self.client.check_stat(id).await.map_err(store_error)? {
-                Some(_) => {}
-                None => {
-                    return Ok(Recheck::PoolReplaced(format!(
-                        "{id} is gone: {} was deleted or recreated",
-                        self.paths.params()
-                    )))
+        if let Some(f) = &self.pool {
+            let params = self.client.check_stat(&f.params).await;
+            let identity = self.client.check_stat(&f.identity).await;
+            let why = match (params.map_err(store_error)?, identity.map_err(store_error)?) {
+                (None, _) => Some(format!("{} was deleted", f.params)),
+                (Some(p), _) if p.version != f.params_version => {
+                    Some(format!("{} was rewritten", f.params))
                 }
+                (_, None) => Some(format!(
+                    "{} is gone: {} was recorded anew",
+                    f.identity, f.params
+                )),
+                _ => None,
+            };
+            if let Some(why) = why {
+                return Ok(Recheck::PoolReplaced(why));
             }
         }
         match self.ours(claim.slot).await {

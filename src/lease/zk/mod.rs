@@ -31,7 +31,7 @@ mod session;
 pub mod tree;
 
 pub use access::{Access, AccessError, TlsFiles};
-pub use marks::{Unreadable, ZkMarks};
+pub use marks::{PoolFence, Unreadable, ZkMarks};
 pub use session::{connect, Retry};
 pub use tree::{Owner, Paths};
 

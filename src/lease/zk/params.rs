@@ -137,7 +137,7 @@ async fn join_or_record(
                 }
             }
         }
-        let not_before = highest_mark(client, paths).await?;
+        let not_before = identity::floor_over(highest_mark(client, paths).await?, &neg.proto);
         let rec = Record {
             not_before,
             pool_size: neg.cfg.pool_size,
@@ -170,18 +170,19 @@ async fn join_or_record(
     ))))
 }
 
-/// The highest mark in the pool (an unreadable one is skipped: its slot is never taken).
-async fn highest_mark(client: &zk::Client, paths: &super::Paths) -> Result<u64, End> {
+/// The highest mark in the pool (an unreadable one counts as 0: its slot is never taken);
+/// `None` if it holds none.
+async fn highest_mark(client: &zk::Client, paths: &super::Paths) -> Result<Option<u64>, End> {
     let marks = match client.list_children(&paths.marks()).await {
         Ok(m) => m,
-        Err(zk::Error::NoNode) => return Ok(0),
+        Err(zk::Error::NoNode) => return Ok(None),
         Err(e) => return Err(classify(e, &format!("cannot list {}", paths.marks()))),
     };
-    let mut highest = 0;
+    let mut highest = None;
     for m in marks {
         let path = format!("{}/{m}", paths.marks());
         match client.get_data(&path).await {
-            Ok((data, _)) => highest = highest.max(parse_mark(&data).unwrap_or(0)),
+            Ok((data, _)) => highest = highest.max(Some(parse_mark(&data).unwrap_or(0))),
             Err(zk::Error::NoNode) => {}
             Err(e) => return Err(classify(e, &format!("cannot read {path}"))),
         }
