@@ -810,6 +810,23 @@ async fn written_back<F: Fixture>(f: &F, r: &mut Running, w: Window) {
     assert!(f.stored().await >= later.mark);
 }
 
+/// A mark lowered just before the release (the holder has not renewed since): the release's
+/// compare fails, and the mark is written down over the lowered one, to the highest tick
+/// issued — never left lowered for the next holder.
+async fn a_mark_lowered_before_release_is_written_down_over<F: Fixture>() {
+    let f = F::new().await;
+    let mut r = run(f.holder().await, Arc::new(SystemClock), PASS).await;
+    let w = r.window(|_| true).await;
+    let issued = w.mark - 300;
+    f.foreign_write(w.mark.saturating_sub(10_000)).await;
+    let highest = Some(Issued {
+        slot: SLOT,
+        tick: issued,
+    });
+    assert_eq!(r.release(highest).await, Outcome::Released);
+    assert_eq!(f.stored().await, issued);
+}
+
 /// The pool's recorded parameters are deleted and recorded anew under a holder: its next
 /// write fails on the pool's identity, it stops issuing at once and says the pool was
 /// replaced.
@@ -877,6 +894,7 @@ macro_rules! conformance {
                 an_abandoned_release_leaves_the_mark,
                 a_lowered_mark_is_written_back,
                 a_deleted_mark_is_written_back,
+                a_mark_lowered_before_release_is_written_down_over,
                 a_foreign_write_is_stolen,
                 a_store_error_never_publishes
             );

@@ -569,6 +569,20 @@ pub async fn release<S: MarkStore>(
             written = store.write_down(&claim, down).await;
         }
     }
+    if matches!(written, Err(StoreError::Conflict(_))) && p.planted() != PlantedBug::NoWriteBack {
+        // The slot still ours and its mark lowered or deleted by someone else: the mark must
+        // not stay lowered for the next holder. Written down over it, to what was issued.
+        if let Ok(Recheck::Ours(now)) = store.recheck(claim).await {
+            if now.mark <= claim.mark {
+                restore(p, store, claim, now.mark);
+                let claim = Claim {
+                    version: now.version,
+                    ..*claim
+                };
+                written = store.write_down(&claim, down).await;
+            }
+        }
+    }
     match written {
         Ok(()) => {
             tracing::info!(
