@@ -844,6 +844,7 @@ mod tests {
             sidecar: Some(sidecar),
             zk: None,
             minority: Vec::new(),
+            did: String::new(),
             skew_s: 0,
             start_ns: start,
             end_ns: end,

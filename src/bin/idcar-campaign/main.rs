@@ -23,6 +23,7 @@ mod nemesis;
 mod net;
 mod procs;
 mod report;
+mod storeop;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
@@ -107,6 +108,19 @@ fn main() -> ExitCode {
         let seconds = argv.get(5).and_then(|t| t.parse().ok()).unwrap_or(10.0);
         nemesis::busy(threads, seconds);
         return ExitCode::SUCCESS;
+    }
+    if argv.get(1).map(String::as_str) == Some("store-op") {
+        // An operator's operation on the store, run inside a store node's namespace.
+        return match storeop::Op::parse(&argv[2..]).and_then(|op| storeop::run(&op)) {
+            Ok(said) => {
+                println!("{said}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("store-op: {e:#}");
+                ExitCode::from(2)
+            }
+        };
     }
     let args = Args::parse();
     // ip and nft live in /usr/sbin, which a non-login PATH may lack.
@@ -294,6 +308,9 @@ fn run(args: Args) -> Result<bool> {
         idcar,
         dir: out.clone(),
         args: serve_args,
+        layout: args.layout.clone(),
+        cluster,
+        scheme: layout.scheme(),
     };
     let sidecars = (0..args.sidecars as usize)
         .map(|s| procs::Sidecar::new(s, hosts[3 + s].clone(), &out))

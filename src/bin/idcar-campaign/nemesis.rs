@@ -35,10 +35,24 @@ pub enum Kind {
     Term,
     /// A CPU-saturating process beside the sidecars for tens of seconds.
     Busy,
+    /// An operator deletes the pool's `params` (a parameter change, a restore's procedure):
+    /// every holder stops and the pool records a new identity.
+    Params,
+    /// An operator lowers a held slot's mark by 10 s, or deletes it: its holder writes it back.
+    Mark,
+    /// Restart a sidecar with a panic planted in a request handler or on the lease thread: it
+    /// aborts, and is restarted plain.
+    Panic,
+    /// Restart a sidecar with a longer --lease-horizon and --max-clock-wait than the others
+    /// (an instance that disagrees), later restart it plain (SIGTERM).
+    Disagree,
+    /// Cut a sidecar from the store and SIGTERM it: its release times out (`--shutdown-grace`);
+    /// the cut healed near the end of the grace, then it is restarted.
+    Release,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 9] = [
+    pub const ALL: [Kind; 14] = [
         Kind::Partition,
         Kind::Split,
         Kind::Kill,
@@ -48,6 +62,11 @@ impl Kind {
         Kind::Clock,
         Kind::Term,
         Kind::Busy,
+        Kind::Params,
+        Kind::Mark,
+        Kind::Panic,
+        Kind::Disagree,
+        Kind::Release,
     ];
 
     pub fn name(self) -> &'static str {
@@ -61,11 +80,22 @@ impl Kind {
             Kind::Clock => "clock",
             Kind::Term => "term",
             Kind::Busy => "busy",
+            Kind::Params => "params",
+            Kind::Mark => "mark",
+            Kind::Panic => "panic",
+            Kind::Disagree => "disagree",
+            Kind::Release => "release",
         }
     }
 
+    /// At most one of these at a time. An operator's fault on the store counts too: a lowered
+    /// mark is written back by a holder that can reach the store, so it never overlaps a fault
+    /// that could cost its holder the session before then (outage, split, busy neighbour).
     fn ensemble(self) -> bool {
-        matches!(self, Kind::Split | Kind::Leader | Kind::Outage)
+        matches!(
+            self,
+            Kind::Split | Kind::Leader | Kind::Outage | Kind::Params | Kind::Mark
+        )
     }
 
     /// Whether the fault may cost any sidecar its lease, not only the one it targets: an
@@ -73,7 +103,7 @@ impl Kind {
     /// connected to it their session when the session timeout is short: see
     /// docs/zookeeper.md#bounds; which sidecars those were, the campaign does not know).
     pub fn touches_all(self) -> bool {
-        matches!(self, Kind::Outage | Kind::Busy | Kind::Split)
+        matches!(self, Kind::Outage | Kind::Busy | Kind::Split | Kind::Params)
     }
 }
 
@@ -87,6 +117,9 @@ pub struct Fault {
     pub zk: Option<usize>,
     /// Sidecars on the minority side of a split.
     pub minority: Vec<usize>,
+    /// What an operator's fault did (the store-op's word), or how a sidecar was restarted.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub did: String,
     pub skew_s: i64,
     pub start_ns: u64,
     pub end_ns: u64,
@@ -121,6 +154,19 @@ enum Heal {
         s: usize,
     },
     Busy(Child),
+    /// Nothing to undo (an operator's fault on the store).
+    Nothing,
+    /// Wait (bounded) for a sidecar with a planted panic to abort, then start it plain.
+    AfterAbort {
+        s: usize,
+        since: Instant,
+    },
+    /// A release cut off from the store: heal the cut, then wait for the exit and restart.
+    CutRelease {
+        s: usize,
+        cut: (Vec<usize>, Vec<usize>),
+        since: Instant,
+    },
 }
 
 struct Active {
@@ -299,13 +345,18 @@ impl Nemesis {
             .collect();
         let ensemble_free = !self.active.iter().any(|a| a.fault.kind.ensemble())
             && self.ensemble_quiet_since.elapsed() >= ENSEMBLE_REST;
-        let busy_free = !self.active.iter().any(|a| a.fault.kind == Kind::Busy);
+        let busy_free = !self
+            .active
+            .iter()
+            .any(|a| matches!(a.fault.kind, Kind::Busy | Kind::Mark | Kind::Params));
+        let no_busy = !self.active.iter().any(|a| a.fault.kind == Kind::Busy);
         let possible: Vec<Kind> = self
             .kinds
             .iter()
             .copied()
             .filter(|k| match k {
-                Kind::Split | Kind::Leader | Kind::Outage => ensemble_free,
+                Kind::Split | Kind::Leader | Kind::Outage | Kind::Params => ensemble_free,
+                Kind::Mark => ensemble_free && no_busy && !free.is_empty(),
                 Kind::Busy => busy_free,
                 _ => !free.is_empty(),
             })
@@ -319,6 +370,7 @@ impl Nemesis {
             sidecar: None,
             zk: None,
             minority: Vec::new(),
+            did: String::new(),
             skew_s: 0,
             start_ns: now_ns(),
             end_ns: 0,
@@ -391,6 +443,86 @@ impl Nemesis {
                 (
                     secs(&mut self.rng, 0.5, 2.0),
                     Heal::AfterExit { s, skew: 0, since },
+                )
+            }
+            Kind::Params => {
+                let seed = self.rng.random();
+                match store_op(cl, spec, "delete-params", 0, seed, &[]) {
+                    Some(did) => fault.did = did,
+                    None => return Ok(()),
+                }
+                (secs(&mut self.rng, 1.0, 3.0), Heal::Nothing)
+            }
+            Kind::Mark => {
+                let op = if self.rng.random_bool(0.5) {
+                    "lower-mark"
+                } else {
+                    "delete-mark"
+                };
+                let pods: Vec<String> = free.iter().map(|s| format!("sc{s}")).collect();
+                let seed = self.rng.random();
+                let lower_by = spec.scheme.ticks_in(Duration::from_secs(10));
+                let did = match store_op(cl, spec, op, lower_by, seed, &pods) {
+                    Some(did) if !did.starts_with("skip") => did,
+                    Some(skip) => {
+                        eprintln!("campaign: {op}: {skip}");
+                        return Ok(());
+                    }
+                    None => return Ok(()),
+                };
+                // The holder it touched: "OP slot N of scK: ...".
+                fault.sidecar = did
+                    .split(" of sc")
+                    .nth(1)
+                    .and_then(|r| r.split(':').next())
+                    .and_then(|n| n.parse().ok());
+                fault.did = did;
+                // Its holder is left alone meanwhile: it writes the mark back within a renewal.
+                (secs(&mut self.rng, 2.0, 4.0), Heal::Nothing)
+            }
+            Kind::Panic => {
+                let s = target.expect("a free sidecar");
+                fault.sidecar = Some(s);
+                let plant = if self.rng.random_bool(0.5) {
+                    format!("request:{}", self.rng.random_range(20..150))
+                } else {
+                    format!("lease:{}ms", self.rng.random_range(500..3_000))
+                };
+                fault.did = format!("--plant-panic {plant}");
+                cl.sidecars[s].kill9("kill -9 (to plant a panic)");
+                cl.sidecars[s].spawn_with(spec, 0, &["--plant-panic".into(), plant])?;
+                (
+                    secs(&mut self.rng, 0.5, 1.0),
+                    Heal::AfterAbort {
+                        s,
+                        since: Instant::now(),
+                    },
+                )
+            }
+            Kind::Disagree => {
+                let s = target.expect("a free sidecar");
+                fault.sidecar = Some(s);
+                let h = format!("{}s", self.rng.random_range(8..14));
+                fault.did = format!("--lease-horizon {h} --max-clock-wait {h}");
+                cl.sidecars[s].kill9("kill -9 (to restart disagreeing)");
+                let extra = ["--lease-horizon", &h, "--max-clock-wait", &h].map(String::from);
+                cl.sidecars[s].spawn_with(spec, 0, &extra)?;
+                (secs(&mut self.rng, 8.0, 15.0), Heal::Unskew { s })
+            }
+            Kind::Release => {
+                let s = target.expect("a free sidecar");
+                fault.sidecar = Some(s);
+                let (a, b) = (vec![cl.sidecar_host(s)], cl.zk_hosts());
+                cl.net.cut(&a, &b)?;
+                cl.sidecars[s].signal(Signal::SIGTERM);
+                // The cut heals near the end of the sidecar's 3 s --shutdown-grace.
+                (
+                    secs(&mut self.rng, 2.2, 3.2),
+                    Heal::CutRelease {
+                        s,
+                        cut: (a, b),
+                        since: Instant::now(),
+                    },
                 )
             }
             Kind::Busy => {
@@ -468,6 +600,37 @@ impl Nemesis {
                 let _ = child.kill();
                 let _ = child.wait();
             }
+            Heal::Nothing => {}
+            Heal::AfterAbort { s, since } => {
+                let (s, since) = (*s, *since);
+                loop {
+                    if cl.sidecars[s].reap("planted panic") {
+                        break;
+                    }
+                    if since.elapsed() > TERM_WAIT {
+                        cl.sidecars[s].kill9("planted panic did not fire; kill -9 after 15 s");
+                        break;
+                    }
+                    if !now {
+                        return Ok(false);
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                cl.sidecars[s].spawn(spec, 0)?;
+            }
+            Heal::CutRelease { s, cut, since } => {
+                let (s, since) = (*s, *since);
+                if !cut.0.is_empty() {
+                    cl.net.heal(&cut.0, &cut.1)?;
+                    cut.0.clear();
+                }
+                *heal = Heal::AfterExit { s, skew: 0, since };
+                return if now {
+                    self.try_heal(i, cl, spec, now)
+                } else {
+                    Ok(false)
+                };
+            }
         }
         Ok(true)
     }
@@ -483,6 +646,49 @@ impl Drop for Nemesis {
             }
         }
     }
+}
+
+/// Runs an operator's operation on the store (see `storeop.rs`) inside the namespace of a
+/// store node that is up: what it did, or `None` if it could not run.
+fn store_op(
+    cl: &Cluster,
+    spec: &SidecarSpec,
+    op: &str,
+    lower_by: u64,
+    seed: u64,
+    only: &[String],
+) -> Option<String> {
+    let i = (0..cl.zk.nodes.len()).find(|&i| cl.zk.is_up(i))?;
+    let store = match cl.zk.store {
+        crate::procs::Store::Zookeeper => "zookeeper",
+        crate::procs::Store::Etcd => "etcd",
+    };
+    let out = Command::new("ip")
+        .args(["netns", "exec", &cl.zk.nodes[i].host.ns, "timeout", "15"])
+        .arg(std::env::current_exe().ok()?)
+        .arg("store-op")
+        .args([
+            store,
+            &cl.zk.connect(),
+            &spec.layout,
+            &spec.cluster.to_string(),
+            op,
+            &lower_by.to_string(),
+            &seed.to_string(),
+        ])
+        .args(only)
+        .stdin(Stdio::null())
+        .output()
+        .ok()?;
+    let said = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if !out.status.success() || said.is_empty() {
+        eprintln!(
+            "campaign: store-op {op} failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+        return None;
+    }
+    Some(said)
 }
 
 /// The busy neighbour itself: `threads` threads spinning for `seconds` (bounded), then exit.

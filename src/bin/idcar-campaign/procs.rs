@@ -335,6 +335,10 @@ pub struct SidecarSpec {
     pub idcar: PathBuf,
     pub dir: PathBuf,
     pub args: Vec<String>,
+    /// The pool's layout and cluster (for the operator faults on the store).
+    pub layout: String,
+    pub cluster: u8,
+    pub scheme: idcar::layout::Scheme,
 }
 
 pub fn now_ns() -> u64 {
@@ -366,6 +370,11 @@ impl Sidecar {
 
     /// Starts a new incarnation, its clock `skew_s` seconds off (libfaketime) when non-zero.
     pub fn spawn(&mut self, spec: &SidecarSpec, skew_s: i64) -> Result<()> {
+        self.spawn_with(spec, skew_s, &[])
+    }
+
+    /// [`Sidecar::spawn`] with `extra` flags after the common ones (a later flag wins).
+    pub fn spawn_with(&mut self, spec: &SidecarSpec, skew_s: i64, extra: &[String]) -> Result<()> {
         assert!(self.child.is_none(), "sidecar {} still runs", self.index);
         let number = self.incarnation.load(Ordering::SeqCst) + 1;
         let log = spec.dir.join(format!("sc{}.{number}.log", self.index));
@@ -384,6 +393,7 @@ impl Sidecar {
             .arg("--pod-name")
             .arg(format!("sc{}", self.index))
             .args(&spec.args)
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(out.try_clone()?)
             .stderr(out);

@@ -1,0 +1,218 @@
+//! What an operator does to the pool's store, as the nemesis's operator faults: run inside a
+//! store node's network namespace as `idcar-campaign store-op ...` (the store is reachable
+//! only there), through idcar's own ZooKeeper and etcd clients. It prints one line saying
+//! what it did (or `skip: why`), which the nemesis records.
+//!
+//! - `lower-mark` / `delete-mark`: a held slot's mark (of a holder among `--only`) lowered by
+//!   ten seconds of ticks, or deleted — only while the slot is held and the mark unchanged
+//!   since it was read (a compare-and-set), as a script racing the holder would;
+//! - `delete-params`: the pool's `params` deleted (a parameter change, or the restore
+//!   procedure's step).
+
+use anyhow::{bail, Context, Result};
+use idcar::lease::etcd::pb::etcdserverpb as rpc;
+use idcar::lease::etcd::{Etcd, EtcdAccess};
+use idcar::lease::zk::tree::{parse_mark, parse_owner, Paths};
+use rand::seq::IndexedRandom;
+use rand::SeedableRng;
+use std::time::Duration;
+use zookeeper_client as zk;
+
+/// The parsed arguments of `store-op`.
+pub struct Op {
+    pub store: String,
+    pub connect: String,
+    pub layout: String,
+    pub cluster: u8,
+    pub op: String,
+    /// Ticks to lower a mark by.
+    pub lower_by: u64,
+    /// Sidecars (pod names) whose slots may be touched.
+    pub only: Vec<String>,
+    pub seed: u64,
+}
+
+impl Op {
+    /// `store-op STORE CONNECT LAYOUT CLUSTER OP LOWER_BY SEED [POD...]`.
+    pub fn parse(argv: &[String]) -> Result<Op> {
+        let get = |i: usize| argv.get(i).cloned().context("store-op: missing argument");
+        Ok(Op {
+            store: get(0)?,
+            connect: get(1)?,
+            layout: get(2)?,
+            cluster: get(3)?.parse()?,
+            op: get(4)?,
+            lower_by: get(5)?.parse()?,
+            seed: get(6)?.parse()?,
+            only: argv.iter().skip(7).cloned().collect(),
+        })
+    }
+}
+
+/// Runs the operation (bounded: 10 s); what was done, one line.
+pub fn run(op: &Op) -> Result<String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let work = async {
+            match op.store.as_str() {
+                "zookeeper" => zookeeper(op).await,
+                "etcd" => etcd(op).await,
+                other => bail!("unknown store {other}"),
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(10), work)
+            .await
+            .context("store-op timed out")?
+    })
+}
+
+/// A held slot of a holder in `op.only`, at random: (slot, holder's pod).
+fn pick(op: &Op, held: Vec<(u32, Option<String>)>) -> Option<(u32, String)> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(op.seed);
+    let candidates: Vec<(u32, String)> = held
+        .into_iter()
+        .filter_map(|(n, pod)| pod.filter(|p| op.only.contains(p)).map(|p| (n, p)))
+        .collect();
+    candidates.choose(&mut rng).cloned()
+}
+
+async fn zookeeper(op: &Op) -> Result<String> {
+    let client = zk::Client::connector()
+        .with_session_timeout(Duration::from_secs(4))
+        .connect(&op.connect)
+        .await?;
+    let paths = Paths::new("/idcar", &op.layout, op.cluster);
+    if op.op == "delete-params" {
+        return Ok(match client.delete(&paths.params(), None).await {
+            Ok(()) => format!("deleted {}", paths.params()),
+            Err(e) => format!("skip: {e}"),
+        });
+    }
+    let mut held = Vec::new();
+    for n in client.list_children(&paths.slots()).await? {
+        let Ok(slot) = n.parse::<u32>() else { continue };
+        if let Ok((data, _)) = client.get_data(&paths.slot(slot)).await {
+            held.push((slot, parse_owner(&data).and_then(|o| o.pod)));
+        }
+    }
+    let Some((slot, pod)) = pick(op, held) else {
+        return Ok("skip: no slot held by a free sidecar".into());
+    };
+    let (data, stat) = client.get_data(&paths.mark(slot)).await?;
+    let mark = parse_mark(&data).context("unreadable mark")?;
+    let mut w = client.new_multi_writer();
+    w.add_check_version(&paths.slot(slot), 0)?;
+    let lowered = mark.saturating_sub(op.lower_by);
+    if op.op == "delete-mark" {
+        w.add_delete(&paths.mark(slot), Some(stat.version))?;
+    } else {
+        let text = format!("{lowered} 00000000000000ff");
+        w.add_set_data(&paths.mark(slot), text.as_bytes(), Some(stat.version))?;
+    }
+    Ok(match w.commit().await {
+        Ok(_) => format!("{} slot {slot} of {pod}: mark {mark} -> {lowered}", op.op),
+        Err(e) => format!("skip: {e}"),
+    })
+}
+
+async fn etcd(op: &Op) -> Result<String> {
+    use rpc::compare::{CompareResult, CompareTarget, TargetUnion};
+    let access = EtcdAccess::new(&op.connect, None, None).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let etcd = Etcd::connect(&access, Duration::from_secs(3))
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let paths = Paths::new("/idcar", &op.layout, op.cluster);
+    let key = |k: String| k.into_bytes();
+    let del = |k: String| rpc::RequestOp {
+        request: Some(rpc::request_op::Request::RequestDeleteRange(
+            rpc::DeleteRangeRequest {
+                key: key(k),
+                ..Default::default()
+            },
+        )),
+    };
+    let txn = |compare: Vec<rpc::Compare>, success: Vec<rpc::RequestOp>| rpc::TxnRequest {
+        compare,
+        success,
+        failure: vec![],
+    };
+    if op.op == "delete-params" {
+        let r = etcd
+            .txn("store-op", txn(vec![], vec![del(paths.params())]))
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        return Ok(format!("deleted {} ({})", paths.params(), r.succeeded));
+    }
+    let prefix = format!("{}/", paths.slots());
+    let range = rpc::RangeRequest {
+        key: key(prefix.clone()),
+        range_end: idcar::lease::etcd::client::prefix_end(prefix.as_bytes()),
+        ..Default::default()
+    };
+    let slots = etcd
+        .range("store-op", range)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let held = slots
+        .kvs
+        .iter()
+        .filter_map(|kv| {
+            let n = std::str::from_utf8(&kv.key)
+                .ok()?
+                .strip_prefix(&prefix)?
+                .parse()
+                .ok()?;
+            Some((n, parse_owner(&kv.value).and_then(|o| o.pod)))
+        })
+        .collect();
+    let Some((slot, pod)) = pick(op, held) else {
+        return Ok("skip: no slot held by a free sidecar".into());
+    };
+    let read = rpc::RangeRequest {
+        key: key(paths.mark(slot)),
+        ..Default::default()
+    };
+    let r = etcd
+        .range("store-op", read)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let kv = r.kvs.first().context("no mark")?;
+    let mark = parse_mark(&kv.value).context("unreadable mark")?;
+    let lowered = mark.saturating_sub(op.lower_by);
+    let held_still = rpc::Compare {
+        result: CompareResult::Greater as i32,
+        target: CompareTarget::Create as i32,
+        key: key(paths.slot(slot)),
+        range_end: vec![],
+        target_union: Some(TargetUnion::CreateRevision(0)),
+    };
+    let unchanged = rpc::Compare {
+        result: CompareResult::Equal as i32,
+        target: CompareTarget::Mod as i32,
+        key: key(paths.mark(slot)),
+        range_end: vec![],
+        target_union: Some(TargetUnion::ModRevision(kv.mod_revision)),
+    };
+    let change = if op.op == "delete-mark" {
+        del(paths.mark(slot))
+    } else {
+        rpc::RequestOp {
+            request: Some(rpc::request_op::Request::RequestPut(rpc::PutRequest {
+                key: key(paths.mark(slot)),
+                value: format!("{lowered} 00000000000000ff").into_bytes(),
+                ..Default::default()
+            })),
+        }
+    };
+    let r = etcd
+        .txn("store-op", txn(vec![held_still, unchanged], vec![change]))
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(if r.succeeded {
+        format!("{} slot {slot} of {pod}: mark {mark} -> {lowered}", op.op)
+    } else {
+        "skip: the slot or its mark changed".into()
+    })
+}
