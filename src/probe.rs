@@ -72,7 +72,9 @@ pub fn run(cfg: &ProbeConfig) -> ExitCode {
             ExitCode::SUCCESS
         }
         Ok((status, reason)) => {
-            let reason = reason.strip_prefix("not ready: ").unwrap_or(&reason);
+            // The first line: what a static instance issues for follows on the next.
+            let reason = reason.lines().next().unwrap_or_default();
+            let reason = reason.strip_prefix("not ready: ").unwrap_or(reason);
             println!("not {what}: {reason} (HTTP {status} from {to})");
             ExitCode::FAILURE
         }

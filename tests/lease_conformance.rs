@@ -108,17 +108,20 @@ impl ZkFixture {
             .create(&self.paths.params(), b"{}", &mode)
             .await
             .unwrap();
-        let id = self
-            .paths
-            .identity(&idcar::lease::identity::id_of(stat.czxid));
+        let id = self.paths.identity(&format!(
+            "{}-0000000000",
+            idcar::lease::identity::id_of(stat.czxid, 0)
+        ));
         self.client.create(&id, b"{}", &mode).await.unwrap();
         id
     }
 
     async fn identity(&self) -> String {
         let (_, stat) = self.client.get_data(&self.paths.params()).await.unwrap();
-        self.paths
-            .identity(&idcar::lease::identity::id_of(stat.czxid))
+        self.paths.identity(&format!(
+            "{}-0000000000",
+            idcar::lease::identity::id_of(stat.czxid, 0)
+        ))
     }
 }
 
@@ -324,7 +327,10 @@ impl Fixture for EtcdFixture {
                 etcd: client,
                 paths: self.paths.clone(),
                 lease,
-                pool: Some((self.paths.params(), self.params_created().await)),
+                pool: Some({
+                    let (created, modified) = self.params_revisions().await;
+                    (self.paths.params(), created, modified)
+                }),
             },
             keeper,
         }
@@ -394,7 +400,7 @@ impl EtcdFixture {
         self.client.txn("delete", del).await.unwrap();
     }
 
-    async fn params_created(&self) -> i64 {
+    async fn params_revisions(&self) -> (i64, i64) {
         use idcar::lease::etcd::pb::etcdserverpb as rpc;
         let r = self
             .client
@@ -407,7 +413,7 @@ impl EtcdFixture {
             )
             .await
             .unwrap();
-        r.kvs[0].create_revision
+        (r.kvs[0].create_revision, r.kvs[0].mod_revision)
     }
 }
 

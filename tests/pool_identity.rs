@@ -348,11 +348,11 @@ async fn etcd_pool_size_is_part_of_the_agreement() {
 }
 
 /// A snapshot restore rolls every mark (and slot) back to the snapshot's time, below what the
-/// holders issued since. The documented procedure: restore, then delete the pool's `params`
-/// at once. Every holder stops at its next write (the pool is replaced), the first to agree
-/// again records a new identity whose floor is above every mark and one horizon past its
-/// clock, and every instance issues only above it: no ID is issued twice, and the pool
-/// serves again.
+/// holders issued since. The documented procedure: keep the instances away from the store
+/// (here: frozen), restore it, delete the pool's `params`, let the instances back. The holders
+/// stop at their first write (the pool was replaced), the first to agree again records a new
+/// identity whose floor is above every mark and one horizon past its clock, and every
+/// instance issues only above it: no ID is issued twice, and the pool serves again.
 async fn restore_procedure(mut s: Store) {
     let a = s.start(&[]).await;
     let b = s.start(&[]).await;
@@ -368,8 +368,12 @@ async fn restore_procedure(mut s: Store) {
     let (mut all, _) = hammer(&a, until).await;
     all.extend(hammer(&b, until).await.0);
     let before = all.iter().map(|id| tick(*id)).max().unwrap();
+    a.signal(nix::sys::signal::Signal::SIGSTOP);
+    b.signal(nix::sys::signal::Signal::SIGSTOP);
     s.restore(&snapshot);
     s.delete("/idcar/lable64/0/params").await;
+    a.signal(nix::sys::signal::Signal::SIGCONT);
+    b.signal(nix::sys::signal::Signal::SIGCONT);
     let until = Instant::now() + Duration::from_secs(8);
     let (from_a, from_b) = tokio::join!(hammer(&a, until), hammer(&b, until));
     for id in from_a.0.iter().chain(from_b.0.iter()) {

@@ -74,17 +74,35 @@ async fn a_deleted_lock_file_admits_no_second_idcar() {
     lock.push(".lock");
     std::fs::remove_file(&lock).unwrap();
     let other = tempfile::tempdir().unwrap();
-    let out = std::process::Command::new(BIN)
+    let log = other.path().join("b.log");
+    let mut b = std::process::Command::new(BIN)
         .args(["serve", "--generator-id", "5", "--admin-addr", "none"])
         .arg("--socket")
         .arg(other.path().join("b.sock"))
         .arg("--state-file")
         .arg(&a.state)
         .env_remove("RUST_LOG")
-        .output()
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
         .unwrap();
-    let logs = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{logs}");
+    // Bounded: a second idcar that is admitted keeps running (killed, then failed on).
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let st = loop {
+        if let Some(st) = b.try_wait().unwrap() {
+            break Some(st);
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = b.kill();
+            let _ = b.wait();
+            break None;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let logs = std::fs::read_to_string(&log).unwrap_or_default();
+    let st = st.unwrap_or_else(|| panic!("a second idcar was admitted: {logs}"));
+    assert_eq!(st.code(), Some(1), "{logs}");
     assert!(logs.contains("locked by another process"), "{logs}");
     assert!(!a.take(10).await.unwrap().is_empty());
     a.stop_ok().await;

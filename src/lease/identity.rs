@@ -53,37 +53,37 @@ impl Record {
     }
 }
 
-/// The pool an instance agreed to join: its identity and where its record is, and the floor
-/// every claim starts above.
+/// The pool an instance agreed to join: its identity's record, and the floor every claim
+/// starts above.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Agreed {
-    /// The identity, 16 hex digits (the record's creation id or revision); empty: none (a
-    /// planted bug, for the campaign).
+    /// Where the identity's record is (ZooKeeper: the node every write checks); empty: none
+    /// (a planted bug, for the campaign).
     pub id: String,
     pub not_before: u64,
 }
 
 /// The identity of a `params` record created at `creation` (ZooKeeper's czxid, etcd's
-/// create revision), as its record's name.
-pub fn id_of(creation: i64) -> String {
-    format!("{creation:016x}")
+/// create revision) and last written at `version` (ZooKeeper's version, etcd's mod
+/// revision): recreated or rewritten, it is another pool.
+pub fn id_of(creation: i64, version: i64) -> String {
+    format!("{creation:016x}-{version}")
 }
 
-/// The floor of every claim under a new identity, given the highest mark in the pool
-/// (`None` or 0: the pool holds no mark, nothing was ever issued in it): above every mark, and one
-/// horizon of this instance past its clock — the holders of the old identity may have written
-/// marks that a snapshot restore or a script took away, and may go on issuing until their
-/// next write fails, never past their clock plus their horizon (give the instance that
-/// records a new identity the pool's longest `--lease-horizon`).
-pub fn floor_over(highest: Option<u64>, p: &super::Protocol) -> u64 {
-    match highest {
-        // No mark, or only marks of slots never written: nothing was ever issued.
-        None | Some(0) => 0,
-        Some(m) => m.max(
-            p.now_tick()
-                .saturating_add(p.scheme.ticks_in(p.timing.horizon)),
-        ),
+/// The floor of every claim under a new identity, given whether the pool was ever used (it
+/// holds a mark or an identity record) and its highest mark: above every mark, and one horizon
+/// of this instance past its clock — the holders of the old identity may have written marks
+/// that a snapshot restore or a script took away, and may go on issuing until their next write
+/// fails, never past their clock plus their horizon (give the instance that records a new
+/// identity the pool's longest `--lease-horizon`). 0 for a pool never used.
+pub fn floor_over(used: bool, highest: u64, p: &super::Protocol) -> u64 {
+    if !used {
+        return 0;
     }
+    highest.max(
+        p.now_tick()
+            .saturating_add(p.scheme.ticks_in(p.timing.horizon)),
+    )
 }
 
 /// How a pool whose record is unreadable is refused.
@@ -137,6 +137,6 @@ mod tests {
             pool_size_mismatch(&r, 8).unwrap(),
             "--pool-size: the pool has 64, this instance 8"
         );
-        assert_eq!(id_of(0x1f), "000000000000001f");
+        assert_eq!(id_of(0x1f, 2), "000000000000001f-2");
     }
 }

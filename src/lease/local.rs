@@ -80,7 +80,15 @@ impl FileMarks {
         &self,
         f: impl FnOnce(&StateFile, &str) -> Result<T, LeaseError>,
     ) -> Result<T, StoreError> {
-        f(&self.file, &self.key).map_err(|e| StoreError::Unavailable(e.to_string()))
+        f(&self.file, &self.key).map_err(|e| {
+            let e = e.to_string();
+            // The file at the path is another process's now: stop issuing at once.
+            if e.contains(super::statefile::LOCKED) {
+                StoreError::Conflict(e)
+            } else {
+                StoreError::Unavailable(e)
+            }
+        })
     }
 
     /// Compare-and-set: writes `mark` with the claim's token if the stored (mark, token) is
@@ -147,12 +155,18 @@ impl MarkStore for FileMarks {
 
     async fn give_back(&self, _slot: u32) {}
 
-    /// The lock is ours for as long as the process runs: the claim is always ours, and the
-    /// state file has no pool identity.
+    /// The claim is ours while the file at the path is the one this process holds locked (or
+    /// can lock: deleted or replaced from outside, it is locked again); the state file has no
+    /// pool identity.
     async fn recheck(
         &self,
         claim: &Claim<FileVersion>,
     ) -> Result<protocol::Recheck<FileVersion>, StoreError> {
+        match self.blocking(|f, _| f.hold()).await {
+            Err(StoreError::Conflict(_)) => return Ok(protocol::Recheck::Gone),
+            Err(e) => return Err(e),
+            Ok(()) => {}
+        }
         Ok(protocol::Recheck::Ours(self.read(claim.slot).await?))
     }
 }

@@ -225,9 +225,6 @@ pub async fn hold<S: MarkStore>(
     let mut lapsed = false;
     // Marks written with no reply (the write may have been applied): our own if seen.
     let mut unconfirmed: Vec<u64> = Vec::new();
-    // Marks found lowered (or deleted) by someone else and written back, since the last
-    // write that went through: a store that keeps losing them is given up as stolen.
-    let mut restores = 0;
     loop {
         let due = Instant::now() + next;
         if let Err(i) = stop.sleep(next).await {
@@ -273,7 +270,6 @@ pub async fn hold<S: MarkStore>(
                 claim.version = version;
                 publish(p, &claim, &mut published, &mut lapsed, generation);
                 unconfirmed.clear();
-                restores = 0;
                 next = pace.next(took, p.wait_past(claim.mark));
             }
             Err(StoreError::SessionGone(e)) => {
@@ -283,22 +279,35 @@ pub async fn hold<S: MarkStore>(
             }
             Err(StoreError::Conflict(e)) => match store.recheck(&claim).await {
                 Ok(Recheck::Ours(now))
-                    if now.mark <= claim.mark
-                        && restores < MAX_RESTORES
-                        && p.planted() != PlantedBug::NoWriteBack =>
+                    if now.mark <= claim.mark && p.planted() != PlantedBug::NoWriteBack =>
                 {
                     // The slot is still ours and its mark was lowered or deleted by someone
                     // else: write it back up before anything else, so that no successor ever
                     // reads it as its floor. The window in force stays (it is below it).
-                    restores += 1;
+                    // Someone who keeps lowering it is answered at most every 50 ms.
                     restore(p, store, &claim, now.mark);
                     claim.version = now.version;
-                    next = Duration::ZERO;
+                    next = Duration::from_millis(50);
                 }
                 Ok(Recheck::PoolReplaced(why)) => {
                     return replaced(p, store, &claim, &why);
                 }
-                _ => {
+                Err(StoreError::SessionGone(why)) => {
+                    let holding = published && !lapsed;
+                    let reason = format!("rechecking the slot: {why}");
+                    return Outcome::SessionGone { reason, holding };
+                }
+                Err(why) => {
+                    // Cannot tell whose the slot is now: keep it (giving it back could hand a
+                    // lowered mark on), stop at the mark in force, and look again soon.
+                    p.metrics.lease.renewals.with_label_values(&["error"]).inc();
+                    tracing::warn!(error = %why, mark = claim.mark, "a mark write failed and the slot could not be rechecked");
+                    if published && !lapsed && p.now_tick() > claim.mark {
+                        lapse(p, store, &claim, &mut lapsed);
+                    }
+                    next = (p.timing.renew_every / 4).max(Duration::from_millis(50));
+                }
+                Ok(Recheck::Gone | Recheck::Ours(_)) => {
                     stolen(p, store, &claim, &e).await;
                     let (slot, mark) = (claim.slot, claim.mark);
                     return Outcome::Stolen { slot, mark };
@@ -392,10 +401,7 @@ async fn interrupted<S: MarkStore>(
             Ok(_) => Outcome::Released,
             Err(e) => Outcome::ReleaseFailed(e),
         },
-        Interrupted::Abandoned => {
-            abandon(p, store, claim).await;
-            Outcome::Abandoned
-        }
+        Interrupted::Abandoned => abandon(p, store, claim, unconfirmed).await,
         Interrupted::SessionEnded => Outcome::SessionGone {
             reason: "session ended while holding the lease".into(),
             holding,
@@ -404,20 +410,32 @@ async fn interrupted<S: MarkStore>(
 }
 
 /// The owner is gone without saying what it issued: the highest tick issued is unknown, so
-/// no mark is written (writing the floor would lower the mark below ticks that may have been
-/// issued); the slot is let go as after a loss, and a successor waits past the mark in force.
-async fn abandon<S: MarkStore>(p: &Protocol, store: &S, claim: &Claim<S::Version>) {
-    p.tx.send_replace(LeaseState::Released);
+/// the mark is written down to no less than the mark last written (the floor would lower it
+/// below ticks that may have been issued) and the slot let go; a successor waits past it.
+async fn abandon<S: MarkStore>(
+    p: &Protocol,
+    store: &S,
+    claim: &Claim<S::Version>,
+    unconfirmed: &[u64],
+) -> Outcome {
     tracing::warn!(
         slot = claim.slot,
         mark = claim.mark,
-        "released without the highest tick issued: the time mark stays in force"
+        "released without the highest tick issued: the time mark in force stays"
     );
     if p.planted() == PlantedBug::AbandonToFloor {
+        p.tx.send_replace(LeaseState::Released);
         let _ = store.write_down(claim, claim.floor).await;
-        return;
+        return Outcome::Abandoned;
     }
-    store.give_back(claim.slot).await;
+    // The mark last written bounds every tick issued: written down to itself, which lowers
+    // nothing of ours and raises a mark someone else lowered.
+    let highest = Issued {
+        slot: claim.slot,
+        tick: claim.mark,
+    };
+    let _ = release(p, store, claim, Some(highest), unconfirmed).await;
+    Outcome::Abandoned
 }
 
 /// Awaits `write`; if `runs_out` (when given) passes first, calls `on_lapse` at that moment
@@ -495,9 +513,6 @@ fn publish<V>(
     }));
 }
 
-/// How many times in a row a lowered mark is written back before the slot is given up.
-const MAX_RESTORES: u32 = 3;
-
 /// The slot is still ours but its mark was lowered (or deleted) by someone else: said where an
 /// operator sees it (a warning, `idcar_lease_marks_restored_total`) before it is written back.
 fn restore<S: MarkStore>(p: &Protocol, store: &S, claim: &Claim<S::Version>, found: u64) {
@@ -569,11 +584,17 @@ pub async fn release<S: MarkStore>(
             written = store.write_down(&claim, down).await;
         }
     }
-    if matches!(written, Err(StoreError::Conflict(_))) && p.planted() != PlantedBug::NoWriteBack {
-        // The slot still ours and its mark lowered or deleted by someone else: the mark must
-        // not stay lowered for the next holder. Written down over it, to what was issued.
-        if let Ok(Recheck::Ours(now)) = store.recheck(claim).await {
-            if now.mark <= claim.mark {
+    // The slot still ours and its mark lowered or deleted by someone else: the mark must not
+    // stay lowered for the next holder. Written down over it, to what was issued (a few
+    // tries: a passing fault must not leave it lowered).
+    for _ in 0..3 {
+        if !matches!(written, Err(StoreError::Conflict(_)))
+            || p.planted() == PlantedBug::NoWriteBack
+        {
+            break;
+        }
+        match store.recheck(claim).await {
+            Ok(Recheck::Ours(now)) if now.mark <= claim.mark => {
                 restore(p, store, claim, now.mark);
                 let claim = Claim {
                     version: now.version,
@@ -581,6 +602,10 @@ pub async fn release<S: MarkStore>(
                 };
                 written = store.write_down(&claim, down).await;
             }
+            Err(StoreError::Unavailable(_)) => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            _ => break,
         }
     }
     match written {

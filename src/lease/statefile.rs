@@ -21,10 +21,12 @@
 //! than one hard link, readable by others), it is replaced the old way: a temporary file in
 //! the same directory, fsynced, renamed over the old file, and the directory fsynced. Either
 //! way a crash leaves the old or the new contents whole.
-//! An advisory lock on the state file itself keeps two processes off it: whoever deletes or
-//! replaces the file from outside cannot hand a second process a lock of its own while the
-//! first runs (the first re-takes the lock on whatever file is at the path before each write,
-//! and stops if another process holds it). A write that replaces the file locks the new one
+//! An advisory lock on the state file itself keeps two processes off it: deleting the lock
+//! file admits no second process. If the state file itself is deleted or replaced from outside
+//! while idcar runs (its marks with it), the holder re-takes the lock on whatever file is at
+//! the path before its next write and stops issuing at once if another process holds it
+//! (`lease::local`) — a second process that got in meanwhile read whatever marks that file
+//! held: never delete the state file while idcar runs. A write that replaces the file locks the new one
 //! before renaming it into place, so the lock never lapses. `<file>.lock` is locked too, as
 //! older versions of idcar lock only that: an old and a new idcar never share a state file
 //! during an upgrade.
@@ -69,22 +71,30 @@ pub struct StateFile {
 }
 
 /// The error of a state file that another process holds.
-const LOCKED: &str = "locked by another process (is another idcar running with this state file?)";
+pub(crate) const LOCKED: &str =
+    "locked by another process (is another idcar running with this state file?)";
 
-/// Opens (creating) the file at `path` and locks it, making sure the lock is on the file
-/// that is at `path` now (another process may replace it between the open and the lock).
+/// Opens the file at `path` and locks it, making sure the lock is on the file that is at
+/// `path` now (another process may replace it between the open and the lock). A missing file
+/// is created holding no marks — written whole to a temporary file, locked, then renamed into
+/// place — so the path never shows an empty file (an empty or truncated state file is an
+/// error, never "no marks").
 fn lock_own(path: &Path) -> Result<File, LeaseError> {
     use std::os::unix::fs::MetadataExt;
     for _ in 0..10 {
-        let f = OpenOptions::new()
-            .create(true)
+        let f = match OpenOptions::new()
             .read(true)
             .write(true)
-            .truncate(false)
-            .mode(0o600)
             .custom_flags(nix::libc::O_NOFOLLOW)
             .open(path)
-            .map_err(|e| err(path, format!("cannot open: {e}")))?;
+        {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                create_locked(path)?;
+                continue;
+            }
+            Err(e) => return Err(err(path, format!("cannot open: {e}"))),
+        };
         f.try_lock().map_err(|e| match e {
             std::fs::TryLockError::WouldBlock => err(path, LOCKED),
             std::fs::TryLockError::Error(e) => err(path, format!("cannot lock: {e}")),
@@ -96,6 +106,34 @@ fn lock_own(path: &Path) -> Result<File, LeaseError> {
         }
     }
     Err(err(path, "keeps being replaced while idcar locks it"))
+}
+
+/// Creates a state file holding no marks at `path` unless one appeared meanwhile.
+fn create_locked(path: &Path) -> Result<(), LeaseError> {
+    let text = br#"{"version":1,"marks":{}}"#;
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(format!(".tmp.{}", std::process::id()));
+    let tmp = PathBuf::from(tmp);
+    let made = (|| -> std::io::Result<()> {
+        let mut f = open_private(&tmp, true)?;
+        f.write_all(text)?;
+        f.sync_all()?;
+        // Never over a file that appeared meanwhile: a hard link fails if the path exists.
+        match std::fs::hard_link(&tmp, path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+        std::fs::remove_file(&tmp)?;
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            File::open(dir)?.sync_all()?;
+        }
+        Ok(())
+    })();
+    if made.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    made.map_err(|e| err(path, format!("cannot create: {e}")))
 }
 
 /// FNV-1a 64 of `c` as serialised, 16 hex digits; `c.check` must be `None` (the sum is of
@@ -195,7 +233,7 @@ impl StateFile {
     /// Makes sure the file at the path is the one this process holds locked: if someone
     /// outside deleted or replaced it, the file now there is locked instead (created empty if
     /// missing) — or, if another process holds it, this is an error and nothing is written.
-    fn hold(&self) -> Result<(), LeaseError> {
+    pub(crate) fn hold(&self) -> Result<(), LeaseError> {
         use std::os::unix::fs::MetadataExt;
         let mut held = self.held();
         let ours = held.metadata().map_err(|e| err(&self.path, e))?;
@@ -216,10 +254,6 @@ impl StateFile {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Contents::default()),
             Err(e) => return Err(err(&self.path, e)),
         };
-        // Created empty by the lock, never written yet.
-        if text.is_empty() {
-            return Ok(Contents::default());
-        }
         let mut c: Contents = serde_json::from_str(&text).map_err(|e| {
             err(
                 &self.path,
@@ -450,6 +484,20 @@ mod tests {
         let _f = StateFile::open(&p).unwrap();
         let e = StateFile::open(&p).unwrap_err().to_string();
         assert!(e.contains("locked by another process"), "{e}");
+    }
+
+    #[test]
+    fn a_truncated_state_file_is_an_error_and_a_new_one_is_never_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("s.json");
+        let f = StateFile::open(&p).unwrap();
+        assert!(std::fs::metadata(&p).unwrap().len() > 0, "created whole");
+        assert_eq!(f.read("k").unwrap(), None);
+        drop(f);
+        std::fs::write(&p, b"").unwrap();
+        let f = StateFile::open(&p).unwrap();
+        let e = f.read("k").unwrap_err().to_string();
+        assert!(e.contains("unreadable"), "{e}");
     }
 
     #[test]

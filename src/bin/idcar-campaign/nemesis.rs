@@ -49,10 +49,14 @@ pub enum Kind {
     /// Cut a sidecar from the store and SIGTERM it: its release times out (`--shutdown-grace`);
     /// the cut healed near the end of the grace, then it is restarted.
     Release,
+    /// Restore the store from a snapshot taken during an earlier outage, by the documented
+    /// procedure: every sidecar frozen, the store's data replaced and the store restarted,
+    /// `params` deleted, the sidecars thawed.
+    Restore,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 14] = [
+    pub const ALL: [Kind; 15] = [
         Kind::Partition,
         Kind::Split,
         Kind::Kill,
@@ -67,6 +71,7 @@ impl Kind {
         Kind::Panic,
         Kind::Disagree,
         Kind::Release,
+        Kind::Restore,
     ];
 
     pub fn name(self) -> &'static str {
@@ -85,6 +90,7 @@ impl Kind {
             Kind::Panic => "panic",
             Kind::Disagree => "disagree",
             Kind::Release => "release",
+            Kind::Restore => "restore",
         }
     }
 
@@ -94,7 +100,7 @@ impl Kind {
     fn ensemble(self) -> bool {
         matches!(
             self,
-            Kind::Split | Kind::Leader | Kind::Outage | Kind::Params | Kind::Mark
+            Kind::Split | Kind::Leader | Kind::Outage | Kind::Params | Kind::Mark | Kind::Restore
         )
     }
 
@@ -103,7 +109,10 @@ impl Kind {
     /// connected to it their session when the session timeout is short: see
     /// docs/zookeeper.md#bounds; which sidecars those were, the campaign does not know).
     pub fn touches_all(self) -> bool {
-        matches!(self, Kind::Outage | Kind::Busy | Kind::Split | Kind::Params)
+        matches!(
+            self,
+            Kind::Outage | Kind::Busy | Kind::Split | Kind::Params | Kind::Restore
+        )
     }
 }
 
@@ -218,6 +227,8 @@ pub struct Nemesis {
     ensemble_quiet_since: Instant,
     /// Sidecars that exited while no fault touched them: (sidecar, incarnation, status).
     pub unexpected_exits: Vec<(usize, u32, String)>,
+    /// A copy of the store's data taken during an outage (every node down), and when.
+    snapshot: Option<(std::path::PathBuf, u64)>,
 }
 
 const MAX_ACTIVE: usize = 3;
@@ -239,6 +250,7 @@ impl Nemesis {
             done: Vec::new(),
             ensemble_quiet_since: now,
             unexpected_exits: Vec::new(),
+            snapshot: None,
         }
     }
 
@@ -356,6 +368,8 @@ impl Nemesis {
             .copied()
             .filter(|k| match k {
                 Kind::Split | Kind::Leader | Kind::Outage | Kind::Params => ensemble_free,
+                // Alone: every sidecar is frozen, none may be mid-restart.
+                Kind::Restore => ensemble_free && self.snapshot.is_some() && self.active.is_empty(),
                 Kind::Mark => ensemble_free && no_busy && !free.is_empty(),
                 Kind::Busy => busy_free,
                 _ => !free.is_empty(),
@@ -424,7 +438,59 @@ impl Nemesis {
                 for &k in &all {
                     cl.zk.kill(k);
                 }
+                // Every node is down: a consistent copy of the store, for a later restore.
+                if self.snapshot.is_none() || self.rng.random_bool(0.5) {
+                    let dir = spec.dir.join("snapshot");
+                    let _ = std::fs::remove_dir_all(&dir);
+                    std::fs::create_dir_all(&dir)?;
+                    for &k in &all {
+                        copy_dir(&cl.zk.data_dir(k), &dir.join(format!("node{k}")))?;
+                    }
+                    self.snapshot = Some((dir, now_ns()));
+                }
                 (secs(&mut self.rng, 2.0, 6.0), Heal::Launch(all))
+            }
+            Kind::Restore => {
+                let Some((dir, taken)) = self.snapshot.clone() else {
+                    return Ok(());
+                };
+                let running: Vec<usize> = (0..cl.sidecars.len())
+                    .filter(|&s| cl.sidecars[s].running())
+                    .collect();
+                for &s in &running {
+                    cl.sidecars[s].signal(Signal::SIGSTOP);
+                }
+                let all: Vec<usize> = (0..cl.zk.nodes.len()).collect();
+                for &k in &all {
+                    cl.zk.kill(k);
+                }
+                for &k in &all {
+                    let data = cl.zk.data_dir(k);
+                    std::fs::remove_dir_all(&data)?;
+                    copy_dir(&dir.join(format!("node{k}")), &data)?;
+                }
+                for &k in &all {
+                    cl.zk.launch(k)?;
+                }
+                let up = cl.zk.wait_leader(Duration::from_secs(30));
+                let mut did = None;
+                for _ in 0..10 {
+                    let seed = self.rng.random();
+                    did = store_op(cl, spec, "delete-params", 0, seed, &[]);
+                    if did.as_deref().is_some_and(|d| d.starts_with("deleted")) {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(500));
+                }
+                for &s in &running {
+                    cl.sidecars[s].signal(Signal::SIGCONT);
+                }
+                fault.did = format!(
+                    "restored the snapshot of {:.1} s ago (store up: {up}); {}",
+                    (now_ns().saturating_sub(taken)) as f64 / 1e9,
+                    did.unwrap_or_else(|| "params NOT deleted".into())
+                );
+                (secs(&mut self.rng, 1.0, 2.0), Heal::Nothing)
             }
             Kind::Clock => {
                 let s = target.expect("a free sidecar");
@@ -646,6 +712,13 @@ impl Drop for Nemesis {
             }
         }
     }
+}
+
+/// `cp -a from to`.
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) -> Result<()> {
+    let st = Command::new("cp").arg("-a").arg(from).arg(to).status()?;
+    anyhow::ensure!(st.success(), "cp -a {} {}", from.display(), to.display());
+    Ok(())
 }
 
 /// Runs an operator's operation on the store (see `storeop.rs`) inside the namespace of a

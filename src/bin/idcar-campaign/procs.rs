@@ -267,6 +267,23 @@ impl Ensemble {
         self.nodes[i].pid.is_some()
     }
 
+    /// Node `i`'s data directory (ZooKeeper's snapshots and log, or etcd's).
+    pub fn data_dir(&self, i: usize) -> PathBuf {
+        self.nodes[i].dir.join("data")
+    }
+
+    /// Waits (bounded by `limit`) until a node says it leads.
+    pub fn wait_leader(&self, limit: Duration) -> bool {
+        let until = Instant::now() + limit;
+        while Instant::now() < until {
+            if self.leader().is_some() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        false
+    }
+
     /// The index of the node that says it leads (one `srvr` probe each, a second at most).
     pub fn leader(&self) -> Option<usize> {
         if self.store == Store::Etcd {

@@ -25,10 +25,9 @@ pub struct EtcdMarks {
     pub paths: Paths,
     /// The etcd lease this instance's slot keys are attached to.
     pub lease: i64,
-    /// The pool's identity: its `params` key and the `create_revision` agreed. Every mark
-    /// write compares it. `None`: not compared (the conformance suite's bare pools; a planted
-    /// bug).
-    pub pool: Option<(String, i64)>,
+    /// The pool's identity: its `params` key and the `create_revision` and `mod_revision`
+    /// agreed. Every mark write compares them. `None`: not compared (a planted bug).
+    pub pool: Option<(String, i64, i64)>,
 }
 
 /// How a round ended by etcd's refusal is told (the round then pauses, as a refusal at
@@ -128,12 +127,15 @@ impl EtcdMarks {
     /// The pool's `params` still the one agreed, `slots/N` still carries our lease, and
     /// `marks/N` is at `version`.
     fn fence(&self, claim: &Claim<i64>) -> Vec<rpc::Compare> {
-        let pool = self.pool.iter().map(|(key, created)| {
-            cmp(
-                key,
-                CompareTarget::Create,
-                TargetUnion::CreateRevision(*created),
-            )
+        let pool = self.pool.iter().flat_map(|(key, created, modified)| {
+            [
+                cmp(
+                    key,
+                    CompareTarget::Create,
+                    TargetUnion::CreateRevision(*created),
+                ),
+                cmp(key, CompareTarget::Mod, TargetUnion::ModRevision(*modified)),
+            ]
         });
         pool.chain([
             cmp(
@@ -277,7 +279,7 @@ impl MarkStore for EtcdMarks {
             get(&self.paths.slot(claim.slot)),
             get(&self.paths.mark(claim.slot)),
         ];
-        if let Some((key, _)) = &self.pool {
+        if let Some((key, _, _)) = &self.pool {
             success.push(get(key));
         }
         let req = rpc::TxnRequest {
@@ -290,17 +292,16 @@ impl MarkStore for EtcdMarks {
             .txn("reading our slot", req)
             .await
             .map_err(store_error)?;
-        if let Some((key, created)) = &self.pool {
-            let now = range_kvs(&r, 2).first().map_or(0, |kv| kv.create_revision);
-            if now != *created {
-                return Ok(Recheck::PoolReplaced(format!(
-                    "{key} was deleted or recreated (created at revision {created}, now {})",
-                    if now == 0 {
-                        "missing".to_string()
-                    } else {
-                        now.to_string()
-                    }
-                )));
+        if let Some((key, created, modified)) = &self.pool {
+            let now = range_kvs(&r, 2)
+                .first()
+                .map_or((0, 0), |kv| (kv.create_revision, kv.mod_revision));
+            if now != (*created, *modified) {
+                return Ok(Recheck::PoolReplaced(if now.0 == 0 {
+                    format!("{key} was deleted")
+                } else {
+                    format!("{key} was recreated or rewritten")
+                }));
             }
         }
         if range_kvs(&r, 0).first().map(|kv| kv.lease) != Some(self.lease) {

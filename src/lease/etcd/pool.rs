@@ -184,14 +184,14 @@ pub async fn report(
         {
             None => None,
             Some(params) => {
-                let id = crate::lease::identity::id_of(params.create_revision);
+                let id = crate::lease::identity::id_of(params.create_revision, params.mod_revision);
                 let rec = range_prefix(etcd, &paths.identity(&id), false)
                     .await?
                     .into_iter()
                     .find(|kv| kv.key == paths.identity(&id).as_bytes());
                 Some(IdentityReport::new(
                     &params.value,
-                    params.create_revision,
+                    &id,
                     rec.as_ref().map(|kv| kv.value.as_slice()),
                 ))
             }

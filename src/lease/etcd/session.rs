@@ -136,7 +136,7 @@ pub(crate) async fn run(
                         paths: neg.paths.clone(),
                         lease,
                         pool: (a.params_created != 0)
-                            .then(|| (neg.paths.params(), a.params_created)),
+                            .then(|| (neg.paths.params(), a.params_created, a.params_revision)),
                     },
                     claims: &mut across.claims,
                 };
@@ -360,7 +360,7 @@ async fn agree(
                 not_before: 0,
             });
         }
-        let rec = match join_or_record(neg, etcd, params_created).await {
+        let rec = match join_or_record(neg, etcd, params_created, params_revision).await {
             Ok(Some(rec)) => rec,
             // `params` was recreated meanwhile: agree on the new one.
             Ok(None) => continue,
@@ -387,18 +387,20 @@ async fn agree(
     }
 }
 
-/// Joins the identity of the `params` key created at revision `created`, recording it first
-/// if no one has: read every mark (the holders of an older identity can no longer write one:
-/// their writes compare `params`' `create_revision`) for the floor of every claim under it,
-/// and delete older identities' records. `None` if `params` was recreated meanwhile.
+/// Joins the identity of the `params` key created at revision `created` and last written at
+/// `modified`, recording it first if no one has: read every mark (the holders of an older
+/// identity can no longer write one: their writes compare `params`' revisions) for the floor
+/// of every claim under it, and delete older identities' records. `None` if `params` was
+/// recreated or rewritten meanwhile.
 async fn join_or_record(
     neg: &Negotiator,
     etcd: &Etcd,
     created: i64,
+    modified: i64,
 ) -> Result<Option<Record>, EtcdError> {
     use super::pb::etcdserverpb::compare::{CompareTarget, TargetUnion};
     let paths = &neg.paths;
-    let id = identity::id_of(created);
+    let id = identity::id_of(created, modified);
     let key = paths.identity(&id);
     let params = paths.params();
     for _ in 0..5 {
@@ -421,7 +423,9 @@ async fn join_or_record(
             .iter()
             .map(|kv| parse_mark_and_token(&kv.value).map_or(0, |(m, _)| m))
             .max();
-        let not_before = identity::floor_over(highest, &neg.proto);
+        let older = pool::under(etcd, &paths.identities(), true).await?;
+        let used = highest.is_some() || !older.is_empty();
+        let not_before = identity::floor_over(used, highest.unwrap_or(0), &neg.proto);
         let rec = Record {
             not_before,
             pool_size: neg.cfg.pool_size,
@@ -434,6 +438,11 @@ async fn join_or_record(
                     CompareTarget::Create,
                     TargetUnion::CreateRevision(created),
                 ),
+                cmp(
+                    &params,
+                    CompareTarget::Mod,
+                    TargetUnion::ModRevision(modified),
+                ),
                 absent(&key),
             ],
             success: vec![put(&key, rec.to_json(), 0)],
@@ -441,13 +450,16 @@ async fn join_or_record(
         };
         let r = etcd.txn("recording the pool's identity", req).await?;
         if !r.succeeded {
-            if range_kvs(&r, 0).first().map(|kv| kv.create_revision) != Some(created) {
+            let now = range_kvs(&r, 0)
+                .first()
+                .map(|kv| (kv.create_revision, kv.mod_revision));
+            if now != Some((created, modified)) {
                 return Ok(None);
             }
             continue;
         }
         // Older identities' records go (their holders are fenced by `params` already).
-        for old in pool::under(etcd, &paths.identities(), true).await? {
+        for old in older {
             if old.key != key.as_bytes() {
                 let old = String::from_utf8_lossy(&old.key).into_owned();
                 let req = rpc::TxnRequest {

@@ -72,21 +72,21 @@ pub(crate) async fn agree(
                 agreed: Agreed::default(),
             });
         }
-        let id = identity::id_of(stat.czxid);
-        match join_or_record(neg, client, &id, stat.czxid).await? {
-            Some(rec) => {
+        let id = identity::id_of(stat.czxid, i64::from(stat.version));
+        match join_or_record(neg, client, &id, &stat).await? {
+            Some((node, rec)) => {
                 if let Some(why) = identity::pool_size_mismatch(&rec, neg.cfg.pool_size) {
                     return Err(disagree(why));
                 }
                 return Ok(Agreement {
                     params_version: stat.version,
                     agreed: Agreed {
-                        id,
+                        id: node,
                         not_before: rec.not_before,
                     },
                 });
             }
-            // The parameters were recreated meanwhile: agree on the new ones.
+            // The parameters were recreated or rewritten meanwhile: agree on the new ones.
             None => continue,
         }
     }
@@ -95,34 +95,48 @@ pub(crate) async fn agree(
     ))))
 }
 
-/// Joins the identity `id` (the `params` node created at `czxid`), recording it first if no
-/// one has: delete every other identity's node (their holders' next write fails), then read
-/// every mark (none of those holders can write one now) for the floor of every claim under
-/// the new identity. `None` if `params` was recreated meanwhile.
+/// Joins the identity `id` (the `params` node as read, `params`), recording it first if no one
+/// has. Records are `identity/<id>-<sequence>` (persistent sequential): a name is never used
+/// twice, so a retired record cannot come back — an instance that read `params` before it was
+/// replaced can only record a node of its own, which no holder checks, and it checks `params`
+/// again before agreeing. Recording: delete every other `params`' records (their holders'
+/// next write fails), read every mark (none of those holders can write one now) for the floor
+/// of every claim under the new identity, create ours; the lowest record of an identity is the
+/// one its instances check. The record's node name, and the record; `None` if `params` was
+/// recreated or rewritten meanwhile.
 async fn join_or_record(
     neg: &Negotiator,
     client: &zk::Client,
     id: &str,
-    czxid: i64,
-) -> Result<Option<Record>, End> {
+    params: &zk::Stat,
+) -> Result<Option<(String, Record)>, End> {
     let paths = &neg.paths;
-    let key = paths.identity(id);
-    let mode = zk::CreateMode::Persistent.with_acls(acls(neg.cfg.access.restricted()));
+    let prefix = format!("{id}-");
+    let mode = zk::CreateMode::PersistentSequential.with_acls(acls(neg.cfg.access.restricted()));
+    let still = |now: &zk::Stat| now.czxid == params.czxid && now.version == params.version;
     for _ in 0..5 {
-        match client.get_data(&key).await {
-            Ok((data, _)) => {
-                return Record::parse(&data)
-                    .map(Some)
-                    .ok_or_else(|| End::Fatal(LeaseError::Task(identity::unreadable(&key))))
+        let mut records = list(client, &paths.identities()).await?;
+        records.sort();
+        if let Some(first) = records.iter().find(|r| r.starts_with(&prefix)) {
+            let key = paths.identity(first);
+            match client.get_data(&key).await {
+                Ok((data, _)) => {
+                    let rec = Record::parse(&data)
+                        .ok_or_else(|| End::Fatal(LeaseError::Task(identity::unreadable(&key))))?;
+                    return Ok(Some((key, rec)));
+                }
+                Err(zk::Error::NoNode) => continue,
+                Err(e) => return Err(classify(e, &format!("cannot read {key}"))),
             }
-            Err(zk::Error::NoNode) => {}
-            Err(e) => return Err(classify(e, &format!("cannot read {key}"))),
         }
-        let others = match client.list_children(&paths.identities()).await {
-            Ok(c) => c,
-            Err(e) => return Err(classify(e, &format!("cannot list {}", paths.identities()))),
-        };
-        for other in others.iter().filter(|o| o.as_str() != id) {
+        // Still the `params` we read? Then no one else records another identity over it.
+        match client.check_stat(&paths.params()).await {
+            Ok(Some(now)) if still(&now) => {}
+            Ok(_) => return Ok(None),
+            Err(e) => return Err(classify(e, &format!("cannot read {}", paths.params()))),
+        }
+        let used = !records.is_empty();
+        for other in records.iter().filter(|o| !o.starts_with(&prefix)) {
             match client.delete(&paths.identity(other), None).await {
                 Ok(()) | Err(zk::Error::NoNode) => tracing::warn!(
                     old = %other,
@@ -137,57 +151,65 @@ async fn join_or_record(
                 }
             }
         }
-        let not_before = identity::floor_over(highest_mark(client, paths).await?, &neg.proto);
+        let (used_marks, highest) = highest_mark(client, paths).await?;
+        let not_before = identity::floor_over(used || used_marks, highest, &neg.proto);
         let rec = Record {
             not_before,
             pool_size: neg.cfg.pool_size,
             recorded_ms: neg.proto.clock.now_unix_ns() / 1_000_000,
         };
-        match client.create(&key, &rec.to_json(), &mode).await {
-            Ok(_) => {}
-            Err(zk::Error::NodeExists) => continue,
-            Err(e) => return Err(classify(e, &format!("cannot record {key}"))),
-        }
-        // Recorded for the `params` we read: if it was recreated meanwhile, take ours back.
-        match client.get_data(&paths.params()).await {
-            Ok((_, stat)) if stat.czxid == czxid => {}
-            Ok(_) | Err(zk::Error::NoNode) => {
-                let _ = client.delete(&key, None).await;
+        let base = paths.identity(&prefix);
+        let ours = match client.create(&base, &rec.to_json(), &mode).await {
+            Ok((_, seq)) => format!("{base}{seq}"),
+            Err(e) => return Err(classify(e, &format!("cannot record {base}"))),
+        };
+        // Recorded for the `params` we read: if it changed meanwhile, take ours back.
+        match client.check_stat(&paths.params()).await {
+            Ok(Some(now)) if still(&now) => {}
+            Ok(_) => {
+                let _ = client.delete(&ours, None).await;
                 return Ok(None);
             }
             Err(e) => return Err(classify(e, &format!("cannot read {}", paths.params()))),
         }
         tracing::info!(
-            identity = %id,
+            identity = %ours,
             not_before,
             pool_size = neg.cfg.pool_size,
             "recorded the pool's identity; every claim under it starts above the highest mark in the pool"
         );
-        return Ok(Some(rec));
+        // Another instance may have recorded the same identity at once: the lowest record is
+        // the one every instance checks (the loop joins it).
     }
     Err(End::Fatal(LeaseError::Task(format!(
-        "{key} keeps appearing and vanishing"
+        "{} keeps changing",
+        paths.identities()
     ))))
 }
 
-/// The highest mark in the pool (an unreadable one counts as 0: its slot is never taken);
-/// `None` if it holds none.
-async fn highest_mark(client: &zk::Client, paths: &super::Paths) -> Result<Option<u64>, End> {
-    let marks = match client.list_children(&paths.marks()).await {
-        Ok(m) => m,
-        Err(zk::Error::NoNode) => return Ok(None),
-        Err(e) => return Err(classify(e, &format!("cannot list {}", paths.marks()))),
-    };
-    let mut highest = None;
-    for m in marks {
+/// The children of `dir` (none if it is missing).
+async fn list(client: &zk::Client, dir: &str) -> Result<Vec<String>, End> {
+    match client.list_children(dir).await {
+        Ok(c) => Ok(c),
+        Err(zk::Error::NoNode) => Ok(Vec::new()),
+        Err(e) => Err(classify(e, &format!("cannot list {dir}"))),
+    }
+}
+
+/// Whether the pool holds any mark, and the highest (an unreadable one counts as 0: its slot
+/// is never taken).
+async fn highest_mark(client: &zk::Client, paths: &super::Paths) -> Result<(bool, u64), End> {
+    let marks = list(client, &paths.marks()).await?;
+    let mut highest = 0;
+    for m in &marks {
         let path = format!("{}/{m}", paths.marks());
         match client.get_data(&path).await {
-            Ok((data, _)) => highest = highest.max(Some(parse_mark(&data).unwrap_or(0))),
+            Ok((data, _)) => highest = highest.max(parse_mark(&data).unwrap_or(0)),
             Err(zk::Error::NoNode) => {}
             Err(e) => return Err(classify(e, &format!("cannot read {path}"))),
         }
     }
-    Ok(highest)
+    Ok((!marks.is_empty(), highest))
 }
 
 /// What differs between our parameters and the recorded ones, if anything.

@@ -119,13 +119,11 @@ pub struct IdentityReport {
 }
 
 impl IdentityReport {
-    /// From a `params` record created at `creation` and the identity record read for it.
-    pub fn new(params: &[u8], creation: i64, record: Option<&[u8]>) -> IdentityReport {
+    /// From a `params` record and the identity record read for it (named `id`).
+    pub fn new(params: &[u8], id: &str, record: Option<&[u8]>) -> IdentityReport {
         let rec = record.and_then(crate::lease::identity::Record::parse);
         IdentityReport {
-            id: rec
-                .as_ref()
-                .map(|_| crate::lease::identity::id_of(creation)),
+            id: rec.as_ref().map(|_| id.to_string()),
             parameters: serde_json::from_slice(params).unwrap_or_default(),
             pool_size: rec.as_ref().map(|r| r.pool_size),
             not_before: rec.as_ref().map(|r| r.not_before),
@@ -310,11 +308,23 @@ pub async fn report(
         let identity = match data_or_none(client, &paths.params()).await? {
             None => None,
             Some((params, stat)) => {
-                let id = crate::lease::identity::id_of(stat.czxid);
-                let rec = data_or_none(client, &paths.identity(&id)).await?;
+                let id = crate::lease::identity::id_of(stat.czxid, i64::from(stat.version));
+                let mut records = match client.list_children(&paths.identities()).await {
+                    Ok(r) => r,
+                    Err(zk::Error::NoNode) => Vec::new(),
+                    Err(e) => return Err(e),
+                };
+                records.sort();
+                let first = records
+                    .into_iter()
+                    .find(|r| r.starts_with(&format!("{id}-")));
+                let rec = match &first {
+                    Some(name) => data_or_none(client, &paths.identity(name)).await?,
+                    None => None,
+                };
                 Some(IdentityReport::new(
                     &params,
-                    stat.czxid,
+                    first.as_deref().unwrap_or(&id),
                     rec.as_ref().map(|(d, _)| d.as_slice()),
                 ))
             }

@@ -151,8 +151,7 @@ pub(crate) async fn run(
             Ok(a) => {
                 agreed_once = true;
                 across.claims.params_version = a.params_version;
-                across.claims.identity =
-                    (!a.agreed.id.is_empty()).then(|| neg.paths.identity(&a.agreed.id));
+                across.claims.identity = (!a.agreed.id.is_empty()).then(|| a.agreed.id.clone());
                 across.claims.not_before = a.agreed.not_before;
                 hold::serve(&neg, &client, &mut stop, &mut across).await
             }
