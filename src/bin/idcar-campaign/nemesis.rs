@@ -525,7 +525,10 @@ impl Nemesis {
                 } else {
                     "delete-mark"
                 };
-                let pods: Vec<String> = free.iter().map(|s| format!("sc{s}")).collect();
+                let pods: Vec<String> = free
+                    .iter()
+                    .filter_map(|&s| Some(format!("sc{s}:{}", cl.sidecars[s].pid()?)))
+                    .collect();
                 let seed = self.rng.random();
                 let lower_by = spec.scheme.ticks_in(Duration::from_secs(10));
                 let did = match store_op(cl, spec, op, lower_by, seed, &pods) {

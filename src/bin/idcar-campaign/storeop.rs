@@ -12,7 +12,7 @@
 use anyhow::{bail, Context, Result};
 use idcar::lease::etcd::pb::etcdserverpb as rpc;
 use idcar::lease::etcd::{Etcd, EtcdAccess};
-use idcar::lease::zk::tree::{parse_mark, parse_owner, Paths};
+use idcar::lease::zk::tree::{parse_mark, parse_owner, Owner, Paths};
 use rand::seq::IndexedRandom;
 use rand::SeedableRng;
 use std::time::Duration;
@@ -27,7 +27,8 @@ pub struct Op {
     pub op: String,
     /// Ticks to lower a mark by.
     pub lower_by: u64,
-    /// Sidecars (pod names) whose slots may be touched.
+    /// The holders whose slots may be touched, as `pod:pid` (a slot node left by a process
+    /// that died is not theirs: its slot is as good as free).
     pub only: Vec<String>,
     pub seed: u64,
 }
@@ -68,12 +69,18 @@ pub fn run(op: &Op) -> Result<String> {
     })
 }
 
-/// A held slot of a holder in `op.only`, at random: (slot, holder's pod).
-fn pick(op: &Op, held: Vec<(u32, Option<String>)>) -> Option<(u32, String)> {
+/// A held slot of a live holder in `op.only`, at random: (slot, holder's pod).
+fn pick(op: &Op, held: Vec<(u32, Option<Owner>)>) -> Option<(u32, String)> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(op.seed);
     let candidates: Vec<(u32, String)> = held
         .into_iter()
-        .filter_map(|(n, pod)| pod.filter(|p| op.only.contains(p)).map(|p| (n, p)))
+        .filter_map(|(n, owner)| {
+            let o = owner?;
+            let pod = o.pod?;
+            op.only
+                .contains(&format!("{pod}:{}", o.pid))
+                .then_some((n, pod))
+        })
         .collect();
     candidates.choose(&mut rng).cloned()
 }
@@ -94,7 +101,7 @@ async fn zookeeper(op: &Op) -> Result<String> {
     for n in client.list_children(&paths.slots()).await? {
         let Ok(slot) = n.parse::<u32>() else { continue };
         if let Ok((data, _)) = client.get_data(&paths.slot(slot)).await {
-            held.push((slot, parse_owner(&data).and_then(|o| o.pod)));
+            held.push((slot, parse_owner(&data)));
         }
     }
     let Some((slot, pod)) = pick(op, held) else {
@@ -164,7 +171,7 @@ async fn etcd(op: &Op) -> Result<String> {
                 .strip_prefix(&prefix)?
                 .parse()
                 .ok()?;
-            Some((n, parse_owner(&kv.value).and_then(|o| o.pod)))
+            Some((n, parse_owner(&kv.value)))
         })
         .collect();
     let Some((slot, pod)) = pick(op, held) else {
