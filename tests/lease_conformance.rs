@@ -799,6 +799,17 @@ async fn a_deleted_mark_is_written_back<F: Fixture>() {
     written_back(&f, &mut r, w).await;
 }
 
+/// The mark is deleted and the holder's write that recreates it is applied but its reply is
+/// lost: the next write finds the mark there, recognises its own write and carries on.
+async fn a_deleted_mark_recreated_with_a_lost_reply_carries_on<F: Fixture>() {
+    let f = F::new().await;
+    let mut r = run(f.holder().await, Arc::new(SystemClock), PASS).await;
+    let w = r.window(|_| true).await;
+    f.delete_mark().await;
+    r.mode.store(LOSE_REPLY, Ordering::SeqCst);
+    written_back(&f, &mut r, w).await;
+}
+
 async fn written_back<F: Fixture>(f: &F, r: &mut Running, w: Window) {
     let deadline = Instant::now() + Duration::from_secs(5);
     while r.metrics.lease.marks_restored.get() == 0 || f.stored().await < w.mark {
@@ -900,6 +911,7 @@ macro_rules! conformance {
                 an_abandoned_release_leaves_the_mark,
                 a_lowered_mark_is_written_back,
                 a_deleted_mark_is_written_back,
+                a_deleted_mark_recreated_with_a_lost_reply_carries_on,
                 a_mark_lowered_before_release_is_written_down_over,
                 a_foreign_write_is_stolen,
                 a_store_error_never_publishes

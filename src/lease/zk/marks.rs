@@ -46,7 +46,11 @@ const MISSING: i32 = -1;
 /// How a ZooKeeper error bears on a claim.
 pub(crate) fn store_error(e: zk::Error) -> StoreError {
     match e {
-        zk::Error::BadVersion | zk::Error::NoNode => StoreError::Conflict(e.to_string()),
+        // NodeExists: a mark recreated after someone deleted it was created meanwhile (by our
+        // own write whose reply was lost, or by someone else): compare-and-set lost.
+        zk::Error::BadVersion | zk::Error::NoNode | zk::Error::NodeExists => {
+            StoreError::Conflict(e.to_string())
+        }
         e if session_gone(&e) => StoreError::SessionGone(e.to_string()),
         e => StoreError::Unavailable(e.to_string()),
     }
