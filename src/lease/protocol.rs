@@ -36,8 +36,8 @@
 //! 8. **Release** ([`release`]): the mark is written down to the highest tick issued, never
 //!    below the floor ([`mark_down`]), and the claim let go — one atomic write where the
 //!    store can — so a successor waits almost nothing. A release that does not know the
-//!    highest tick issued (the owner's handle dropped: [`Interrupted::Abandoned`]) writes
-//!    nothing: the mark in force stays, the slot is let go ([`abandon`]).
+//!    highest tick issued (the owner's handle dropped: [`Interrupted::Abandoned`]) writes the
+//!    mark last written again, never the floor, and lets the slot go ([`abandon`]).
 //!
 //! Facts kept elsewhere that the invariant relies on:
 //!
@@ -86,7 +86,7 @@ pub enum Outcome {
     /// frees as the store frees it: the session's end, the next start).
     ReleaseFailed(StoreError),
     /// The owner went away without saying what it issued ([`Interrupted::Abandoned`]): the
-    /// mark last written stays in force and the slot is let go without a write.
+    /// mark last written is written again (never the floor) and the slot let go.
     Abandoned,
     /// Another writer changed the mark or the claim vanished: issuing stopped at once, the
     /// loss is counted and the slot given back; claim again — a new claim of this `slot`

@@ -14,7 +14,7 @@ pub enum Interrupted {
     Release(Option<Issued>),
     /// The owner went away without saying what it issued (its release handle was dropped:
     /// an unwinding panic, a release abandoned at its timeout). The highest tick issued is
-    /// unknown, so the mark last written stays in force: nothing may be written below it.
+    /// unknown, so nothing may be written below the mark last written.
     Abandoned,
     /// The store's session is over.
     SessionEnded,
