@@ -76,7 +76,10 @@ mod planted {
     pub fn arm(p: PlantedPanic) {
         match p {
             PlantedPanic::None => {}
-            PlantedPanic::Request(n) => AT_REQUEST.store(n, Ordering::SeqCst),
+            PlantedPanic::Request(n) => {
+                tracing::warn!(n, "testing aid: a panic is planted in a request handler");
+                AT_REQUEST.store(n, Ordering::SeqCst);
+            }
             PlantedPanic::Lease(after) => {
                 tracing::warn!(
                     ?after,
@@ -87,9 +90,6 @@ mod planted {
                     panic!("planted panic on the lease thread (--plant-panic)");
                 });
             }
-        }
-        if let PlantedPanic::Request(n) = p {
-            tracing::warn!(n, "testing aid: a panic is planted in a request handler");
         }
     }
 

@@ -34,6 +34,16 @@ pub(crate) enum End {
 }
 
 impl End {
+    /// This instance's parameters differ from the pool's (`why`, naming the flag): refused at
+    /// its first agreement, not ready afterwards (the pool was replaced under it).
+    pub(crate) fn disagreeing(first: bool, why: String) -> End {
+        if first {
+            End::Fatal(LeaseError::Task(why))
+        } else {
+            End::Disagrees(why)
+        }
+    }
+
     pub(crate) fn gone(reason: impl Into<String>) -> End {
         End::SessionGone {
             reason: reason.into(),

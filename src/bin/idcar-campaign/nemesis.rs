@@ -152,11 +152,13 @@ enum Heal {
         s: usize,
     },
     Launch(Vec<usize>),
-    /// Wait (bounded) for a SIGTERMed sidecar to exit, then start it with `skew`.
+    /// Wait (bounded) for a sidecar to exit (`how`: what ends it — a SIGTERM, a planted
+    /// panic), then start it with `skew`.
     AfterExit {
         s: usize,
         skew: i64,
         since: Instant,
+        how: &'static str,
     },
     /// A clock fault's end: SIGTERM the skewed incarnation, then restart it true.
     Unskew {
@@ -165,11 +167,6 @@ enum Heal {
     Busy(Child),
     /// Nothing to undo (an operator's fault on the store).
     Nothing,
-    /// Wait (bounded) for a sidecar with a planted panic to abort, then start it plain.
-    AfterAbort {
-        s: usize,
-        since: Instant,
-    },
     /// A release cut off from the store: heal the cut, then wait for the exit and restart.
     CutRelease {
         s: usize,
@@ -508,7 +505,12 @@ impl Nemesis {
                 let since = Instant::now();
                 (
                     secs(&mut self.rng, 0.5, 2.0),
-                    Heal::AfterExit { s, skew: 0, since },
+                    Heal::AfterExit {
+                        s,
+                        skew: 0,
+                        since,
+                        how: "SIGTERM",
+                    },
                 )
             }
             Kind::Params => {
@@ -562,9 +564,11 @@ impl Nemesis {
                 cl.sidecars[s].spawn_with(spec, 0, &["--plant-panic".into(), plant])?;
                 (
                     secs(&mut self.rng, 0.5, 1.0),
-                    Heal::AfterAbort {
+                    Heal::AfterExit {
                         s,
+                        skew: 0,
                         since: Instant::now(),
+                        how: "planted panic",
                     },
                 )
             }
@@ -641,6 +645,7 @@ impl Nemesis {
                     s,
                     skew: 0,
                     since: Instant::now(),
+                    how: "SIGTERM",
                 };
                 return if now {
                     self.try_heal(i, cl, spec, now)
@@ -648,14 +653,19 @@ impl Nemesis {
                     Ok(false)
                 };
             }
-            Heal::AfterExit { s, skew, since } => {
-                let (s, skew, since) = (*s, *skew, *since);
+            Heal::AfterExit {
+                s,
+                skew,
+                since,
+                how,
+            } => {
+                let (s, skew, since, how) = (*s, *skew, *since, *how);
                 loop {
-                    if cl.sidecars[s].reap("SIGTERM") {
+                    if cl.sidecars[s].reap(how) {
                         break;
                     }
                     if since.elapsed() > TERM_WAIT {
-                        cl.sidecars[s].kill9("SIGTERM, then kill -9 after 15 s");
+                        cl.sidecars[s].kill9(&format!("{how}, then kill -9 after 15 s"));
                         break;
                     }
                     if !now {
@@ -670,30 +680,18 @@ impl Nemesis {
                 let _ = child.wait();
             }
             Heal::Nothing => {}
-            Heal::AfterAbort { s, since } => {
-                let (s, since) = (*s, *since);
-                loop {
-                    if cl.sidecars[s].reap("planted panic") {
-                        break;
-                    }
-                    if since.elapsed() > TERM_WAIT {
-                        cl.sidecars[s].kill9("planted panic did not fire; kill -9 after 15 s");
-                        break;
-                    }
-                    if !now {
-                        return Ok(false);
-                    }
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-                cl.sidecars[s].spawn(spec, 0)?;
-            }
             Heal::CutRelease { s, cut, since } => {
                 let (s, since) = (*s, *since);
                 if !cut.0.is_empty() {
                     cl.net.heal(&cut.0, &cut.1)?;
                     cut.0.clear();
                 }
-                *heal = Heal::AfterExit { s, skew: 0, since };
+                *heal = Heal::AfterExit {
+                    s,
+                    skew: 0,
+                    since,
+                    how: "SIGTERM",
+                };
                 return if now {
                     self.try_heal(i, cl, spec, now)
                 } else {

@@ -316,14 +316,8 @@ async fn agree(
     let ours: BTreeMap<String, String> = neg.cfg.pool_params.iter().cloned().collect();
     let data = serde_json::to_vec(&ours).expect("parameters serialise");
     let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(1));
-    let disagree = |why: String| {
-        let why = identity::disagrees(&key, &why, "--etcd-prefix");
-        if first {
-            End::Fatal(LeaseError::Task(why))
-        } else {
-            End::Disagrees(why)
-        }
-    };
+    let disagree =
+        |why: String| End::disagreeing(first, identity::disagrees(&key, &why, "--etcd-prefix"));
     loop {
         let req = rpc::TxnRequest {
             compare: vec![absent(&key)],

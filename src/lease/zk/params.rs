@@ -42,14 +42,8 @@ pub(crate) async fn agree(
     let ours = record(neg);
     let data = serde_json::to_vec(&ours).expect("parameters serialise");
     let mode = zk::CreateMode::Persistent.with_acls(acls(neg.cfg.access.restricted()));
-    let disagree = |why: String| {
-        let why = identity::disagrees(&path, &why, "--zk-root");
-        if first {
-            End::Fatal(LeaseError::Task(why))
-        } else {
-            End::Disagrees(why)
-        }
-    };
+    let disagree =
+        |why: String| End::disagreeing(first, identity::disagrees(&path, &why, "--zk-root"));
     for _ in 0..5 {
         let stat = match client.create(&path, &data, &mode).await {
             Ok((stat, _)) => stat,
