@@ -353,7 +353,8 @@ pub struct ServeArgs {
     pub plant_bug: crate::lease::planted::PlantedBug,
     /// Testing aid (builds with the cargo feature `fault-injection` only): a deliberate panic
     /// in a connection's handler (`request:N`, at the N-th HTTP request) or on the lease
-    /// thread (`lease:DURATION` after start).
+    /// thread (`lease:DURATION` after start); or `abandon:DURATION`: the leases' release
+    /// handles dropped without a release, then exit 1 after the shutdown grace.
     #[cfg(feature = "fault-injection")]
     #[arg(long, hide = true, default_value = "none")]
     pub plant_panic: crate::panics::PlantedPanic,

@@ -10,7 +10,11 @@
 //!
 //! Testing aid (cargo feature `fault-injection`, `serve --plant-panic`): a deliberate panic in
 //! a connection's handler (`request:N`, at the N-th HTTP request) or on the lease thread
-//! (`lease:DURATION` after start), so tests and the campaign can show what follows.
+//! (`lease:DURATION` after start), so tests and the campaign can show what follows; and, for
+//! the lease's own defence, `abandon:DURATION`: the process stops issuing and drops its
+//! leases' release handles without a release, as an unwinding panic would (idcar never
+//! unwinds), then lingers for the shutdown grace and exits 1 — the lease thread must leave
+//! the mark it last wrote in force.
 
 use std::time::Duration;
 
@@ -39,13 +43,16 @@ pub enum PlantedPanic {
     Request(u64),
     /// On the lease thread, this long after start.
     Lease(Duration),
+    /// Not a panic: this long after start, the release handles are dropped without a release
+    /// (what an unwinding panic of the main task would do), the process living on.
+    Abandon(Duration),
 }
 
 impl std::str::FromStr for PlantedPanic {
     type Err = String;
 
     fn from_str(s: &str) -> Result<PlantedPanic, String> {
-        let bad = || format!("{s:?}: expected none, request:N or lease:DURATION");
+        let bad = || format!("{s:?}: expected none, request:N, lease:DURATION or abandon:DURATION");
         match s.split_once(':') {
             None if s == "none" => Ok(PlantedPanic::None),
             Some(("request", n)) => n
@@ -56,6 +63,9 @@ impl std::str::FromStr for PlantedPanic {
                 .ok_or_else(bad),
             Some(("lease", d)) => humantime::parse_duration(d)
                 .map(PlantedPanic::Lease)
+                .map_err(|_| bad()),
+            Some(("abandon", d)) => humantime::parse_duration(d)
+                .map(PlantedPanic::Abandon)
                 .map_err(|_| bad()),
             _ => Err(bad()),
         }
@@ -75,7 +85,7 @@ mod planted {
     /// the lease thread's runtime entered).
     pub fn arm(p: PlantedPanic) {
         match p {
-            PlantedPanic::None => {}
+            PlantedPanic::None | PlantedPanic::Abandon(_) => {}
             PlantedPanic::Request(n) => {
                 tracing::warn!(n, "testing aid: a panic is planted in a request handler");
                 AT_REQUEST.store(n, Ordering::SeqCst);
@@ -93,6 +103,20 @@ mod planted {
         }
     }
 
+    /// Resolves when the leases are to be abandoned (never, unless planted).
+    pub async fn abandon(p: PlantedPanic) {
+        match p {
+            PlantedPanic::Abandon(after) => {
+                tracing::warn!(
+                    ?after,
+                    "testing aid: the leases' release handles are dropped without a release"
+                );
+                tokio::time::sleep(after).await;
+            }
+            _ => std::future::pending().await,
+        }
+    }
+
     /// Called by each HTTP request's handler.
     pub fn request() {
         let at = AT_REQUEST.load(Ordering::Relaxed);
@@ -105,11 +129,14 @@ mod planted {
 #[cfg(not(feature = "fault-injection"))]
 mod planted {
     pub fn arm(_: super::PlantedPanic) {}
+    pub async fn abandon(_: super::PlantedPanic) {
+        std::future::pending().await
+    }
     #[inline(always)]
     pub fn request() {}
 }
 
-pub use planted::{arm, request};
+pub use planted::{abandon, arm, request};
 
 #[cfg(test)]
 mod tests {
@@ -123,7 +150,18 @@ mod tests {
             "lease:2s".parse(),
             Ok(PlantedPanic::Lease(Duration::from_secs(2)))
         );
-        for bad in ["", "request:0", "request:x", "lease:soon", "thread:1"] {
+        assert_eq!(
+            "abandon:1500ms".parse(),
+            Ok(PlantedPanic::Abandon(Duration::from_millis(1500)))
+        );
+        for bad in [
+            "",
+            "request:0",
+            "request:x",
+            "lease:soon",
+            "thread:1",
+            "abandon:",
+        ] {
             assert!(bad.parse::<PlantedPanic>().is_err(), "{bad}");
         }
     }

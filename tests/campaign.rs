@@ -3,7 +3,9 @@
 //! fixed seed (lable64) and a random one (sno80), and with etcd as the store, every kind of
 //! fault drawn (the operator's faults on the store, planted panics, a release that times out
 //! and instances that disagree among them), and it catches the lease bugs planted behind the
-//! `fault-injection` feature (one with etcd too). Each run is about 80 s; they run one at a
+//! `fault-injection` feature (one with etcd too): a successor that skips the mark, a renewal
+//! that stores a lower one, a holder that does not write a lowered mark back, an abandoned
+//! release that writes the floor, a pool that ignores its identity. Each run is about 80 s; they run one at a
 //! time. Needs root (network namespaces, nftables), as CI has: see docs/campaign.md.
 
 use serde_json::Value;
@@ -162,6 +164,33 @@ fn a_renewal_that_stores_a_lower_mark_is_caught() {
 #[test]
 fn a_holder_that_does_not_write_a_lowered_mark_back_is_caught() {
     catches("no-write-back", "40s", "mark,kill", &[]);
+}
+
+/// As many sidecars as slots: a restarted sidecar takes its slot back at once (none queues
+/// ahead of it), so the faults below reach a slot the sidecar held.
+const EVERY_SIDECAR_HOLDS: [&str; 4] = ["--sidecars", "6", "--pool-size", "6"];
+
+/// A sidecar drops its leases' release handles without a release and lives on (the `abandon`
+/// fault): a lease that then writes the claim's floor hands its successor a floor below its
+/// own ticks.
+#[test]
+fn an_abandoned_release_that_writes_the_floor_is_caught() {
+    catches(
+        "abandon-to-floor",
+        "40s",
+        "abandon,kill",
+        &EVERY_SIDECAR_HOLDS,
+    );
+}
+
+/// An operator recreates `params` with other MID bits and restarts one si53 sidecar with them
+/// (the `reconfigure` fault): a pool that ignores its identity lets it serve beside the others,
+/// whose IDs it then issues too.
+#[test]
+fn a_pool_that_ignores_its_identity_is_caught() {
+    let mut extra = vec!["--layout", "si53"];
+    extra.extend_from_slice(&EVERY_SIDECAR_HOLDS);
+    catches("ignore-pool-identity", "40s", "reconfigure,mark", &extra);
 }
 
 #[test]

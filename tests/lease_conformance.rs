@@ -131,7 +131,12 @@ impl Fixture for ZkFixture {
         let zk = Zk::standalone();
         let client = zk.client().await;
         let paths = Paths::new("/conformance", "lable64", 0);
-        for dir in [paths.slots(), paths.marks(), paths.identities()] {
+        for dir in [
+            paths.slots(),
+            paths.marks(),
+            paths.witnesses(),
+            paths.identities(),
+        ] {
             let mode = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
             client.mkdir(&dir, &mode).await.unwrap();
         }
@@ -161,6 +166,7 @@ impl Fixture for ZkFixture {
                 params_version: 0,
                 identity: self.identity().await,
             }),
+            witness: true,
         }
     }
     async fn foreign_write(&self, mark: u64) {
@@ -331,6 +337,7 @@ impl Fixture for EtcdFixture {
                     let (created, modified) = self.params_revisions().await;
                     (self.paths.params(), created, modified)
                 }),
+                witness: true,
             },
             keeper,
         }
@@ -870,6 +877,42 @@ async fn a_replaced_pool_stops_the_holder<F: Fixture>() {
     assert_eq!(metrics.lease.losses.with_label_values(&["stolen"]).get(), 0);
 }
 
+/// The mark is lowered (`delete`: deleted) right after its holder vanished, before anyone
+/// could write it back: the successor's floor still covers everything the holder may have
+/// issued — it comes from the mark's witness, which the tampering did not touch.
+async fn successor_floor_after_tampering<F: Fixture>(delete: bool) {
+    let f = F::new().await;
+    let mut a = run(f.holder().await, Arc::new(SystemClock), PASS).await;
+    let wa = a.window(|_| true).await;
+    a.task.abort(); // a crash: no write-down, no write-back
+    let _ = a.task.await;
+    let before = f.stored().await;
+    assert!(before >= wa.mark);
+    if delete {
+        f.delete_mark().await;
+    } else {
+        f.foreign_write(before.saturating_sub(10_000)).await;
+    }
+    assert!(f.stored().await < before, "the mark was not lowered");
+    let mut b = run(f.holder().await, Arc::new(SystemClock), PASS).await;
+    let wb = b.window(|_| true).await;
+    assert!(
+        wb.floor >= before,
+        "the successor's floor {} is below the vanished holder's mark {before}",
+        wb.floor
+    );
+    assert!(now_tick() > before);
+    assert_eq!(b.release(None).await, Outcome::Released);
+}
+
+async fn a_mark_lowered_with_its_holder_gone_still_floors_the_successor<F: Fixture>() {
+    successor_floor_after_tampering::<F>(false).await;
+}
+
+async fn a_mark_deleted_with_its_holder_gone_still_floors_the_successor<F: Fixture>() {
+    successor_floor_after_tampering::<F>(true).await;
+}
+
 /// A store that fails every write: no window is ever published.
 async fn a_store_error_never_publishes<F: Fixture>() {
     let f = F::new().await;
@@ -929,10 +972,20 @@ mod pools {
     use super::*;
     mod zookeeper {
         use super::*;
-        checks!(ZkFixture; a_replaced_pool_stops_the_holder);
+        checks!(
+            ZkFixture;
+            a_replaced_pool_stops_the_holder,
+            a_mark_lowered_with_its_holder_gone_still_floors_the_successor,
+            a_mark_deleted_with_its_holder_gone_still_floors_the_successor
+        );
     }
     mod etcd {
         use super::*;
-        checks!(EtcdFixture; a_replaced_pool_stops_the_holder);
+        checks!(
+            EtcdFixture;
+            a_replaced_pool_stops_the_holder,
+            a_mark_lowered_with_its_holder_gone_still_floors_the_successor,
+            a_mark_deleted_with_its_holder_gone_still_floors_the_successor
+        );
     }
 }

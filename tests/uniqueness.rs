@@ -64,6 +64,47 @@ async fn a_panic_on_the_lease_thread_aborts_and_leaves_the_mark() {
     a_panic_aborts_and_leaves_the_mark("lease:2s").await;
 }
 
+/// The owner goes away without a release while the process lives on (what an unwinding panic
+/// or an abandoned release would do; `abandon:..` drops the release handles): the lease
+/// writes the mark it last wrote, never the floor, so the mark still covers every ID issued.
+/// `bug`: the planted hole that writes the floor instead, which this test must see.
+async fn an_abandoned_release(bug: &str) -> (u64, u64, String) {
+    let key = "lable64/0/3";
+    let mut idcar = Idcar::start(&[
+        "--generator-id",
+        "3",
+        "--plant-panic",
+        "abandon:3s",
+        "--plant-bug",
+        bug,
+    ])
+    .await;
+    idcar.wait_ready(Duration::from_secs(10)).await;
+    let highest = issue(&idcar, 2_000).await;
+    let (st, logs) = idcar.exit_and_logs(Duration::from_secs(15)).await;
+    assert_eq!(st.code(), Some(1), "{st:?}: {logs}");
+    assert!(
+        logs.contains("released without the highest tick issued"),
+        "{logs}"
+    );
+    (highest, idcar.stored_mark(key).unwrap(), logs)
+}
+
+#[tokio::test]
+async fn an_abandoned_release_leaves_the_mark_last_written() {
+    let (highest, after, logs) = an_abandoned_release("none").await;
+    assert!(
+        after >= highest,
+        "the mark fell to {after}, below the highest tick issued {highest}: {logs}"
+    );
+}
+
+#[tokio::test]
+async fn an_abandoned_release_that_writes_the_floor_is_seen_by_this_test() {
+    let (highest, after, _) = an_abandoned_release("abandon-to-floor").await;
+    assert!(after < highest, "the planted hole did not lower the mark");
+}
+
 /// The state file is locked on itself: deleting `<file>.lock` while idcar runs admits no
 /// second idcar on the same state file.
 #[tokio::test]

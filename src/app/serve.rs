@@ -327,7 +327,20 @@ pub async fn serve(mut cfg: ServeConfig) -> anyhow::Result<()> {
         cfg.conn,
         shutdown.clone(),
     ));
-    let (failure, stopping) = run_until_stop(&lease, &svc, unix, &shutdown).await;
+    let abandon = crate::panics::abandon(cfg.planted_panic);
+    let (failure, stopping) = tokio::select! {
+        r = run_until_stop(&lease, &svc, unix, &shutdown) => r,
+        () = abandon => {
+            // Testing aid only (`--plant-panic abandon:..`): what the lease does if its owner
+            // goes away without a release while the process lives on.
+            bound.file.remove();
+            svc.close();
+            drop(lease);
+            tokio::time::sleep(cfg.conn.grace).await;
+            drop(lease_rt);
+            anyhow::bail!("testing aid: the leases were abandoned without a release");
+        }
+    };
     bound.file.remove();
     // Stop following the lease, then close for good: `highest` bounds every ID this process
     // issued, whatever connection tasks outlived the grace period.

@@ -118,13 +118,17 @@ impl LeaseHandle {
     }
 
     /// Lets the lease go: writes the mark down to the highest tick issued for the slot held
-    /// (never below the floor it claimed) and ends the maintainer task.
-    pub async fn release(self, highest_issued: Option<Issued>) -> Result<(), LeaseError> {
+    /// (never below the floor it claimed) and ends the maintainer task. The request is sent
+    /// when this is called, not when the returned future is first polled: a caller that gives
+    /// up waiting (a release timeout) can never leave the lease without the highest tick.
+    pub fn release(
+        self,
+        highest_issued: Option<Issued>,
+    ) -> impl std::future::Future<Output = Result<(), LeaseError>> {
         // The task may have ended already (its error is then what `await` returns).
         let _ = self.release.send(highest_issued);
-        self.task
-            .await
-            .map_err(|e| LeaseError::Task(e.to_string()))?
+        let task = self.task;
+        async move { task.await.map_err(|e| LeaseError::Task(e.to_string()))? }
     }
 }
 
@@ -166,22 +170,29 @@ impl Leases {
     }
 
     /// Releases every lease at once, each with the highest tick issued under it (see
-    /// [`LeaseHandle::release`]): the first error, if any.
-    pub async fn release(self, highest: Vec<Option<Issued>>) -> Result<(), LeaseError> {
-        let mut releases = tokio::task::JoinSet::new();
-        for (lease, h) in self.0.into_iter().zip(highest) {
-            releases.spawn(lease.release(h));
-        }
-        let mut first = Ok(());
-        while let Some(r) = releases.join_next().await {
-            let r = r
-                .map_err(|e| LeaseError::Task(e.to_string()))
-                .and_then(|r| r);
-            if first.is_ok() {
-                first = r;
+    /// [`LeaseHandle::release`]; every request is sent when this is called): the first error,
+    /// if any.
+    pub fn release(
+        self,
+        highest: Vec<Option<Issued>>,
+    ) -> impl std::future::Future<Output = Result<(), LeaseError>> {
+        let waits: Vec<_> = self
+            .0
+            .into_iter()
+            .zip(highest)
+            .map(|(lease, h)| lease.release(h))
+            .collect();
+        // The leases release at once on their own thread; waiting for them in turn.
+        async move {
+            let mut first = Ok(());
+            for w in waits {
+                let r = w.await;
+                if first.is_ok() {
+                    first = r;
+                }
             }
+            first
         }
-        first
     }
 }
 

@@ -21,7 +21,8 @@ pub enum PlantedBug {
     AbandonToFloor,
     /// A holder whose mark was lowered or deleted by someone else while its slot is still its
     /// own treats it as stolen and gives the slot back, instead of writing the mark back up:
-    /// a waiter then claims above the lowered mark.
+    /// a waiter then claims above the lowered mark (marks keep no witness either, so nothing
+    /// else floors it).
     NoWriteBack,
     /// Mark writes and claims are not conditional on the pool's identity, and a pool recorded
     /// anew does not wait past the marks already in it: instances with other parameters can

@@ -103,6 +103,16 @@ pub struct Setup<'a> {
     pub horizon_ns: u64,
     /// From here on the campaign was healing and shutting down: not judged for refusals.
     pub faults_end_ns: u64,
+    /// The pool's other parameters (the reconfigure fault) and the incarnations (sidecar,
+    /// number) started with them, whose IDs decode with them.
+    pub other: Option<Other<'a>>,
+}
+
+/// The pool's other parameters, as a layout to decode with.
+pub struct Other<'a> {
+    pub layout: &'a dyn Layout,
+    pub medallion_base: u64,
+    pub incarnations: std::collections::BTreeSet<(usize, u32)>,
 }
 
 /// One violation, for people.
@@ -310,6 +320,20 @@ fn attribution(setup: &Setup, ops: &[Op], ids: &[u128], holds: &[Hold], v: &mut 
     }
     let mut bad = 0usize;
     let mut issued: BTreeMap<HoldKey, Highest> = BTreeMap::new();
+    // Reconfigured incarnations' IDs decode with the other parameters.
+    let other = setup.other.as_ref().map(|o| Setup {
+        layout: o.layout,
+        scheme: o.layout.scheme(),
+        medallion_base: o.medallion_base,
+        other: None,
+        ..*setup
+    });
+    let reconfigured = |op: &Op| {
+        setup
+            .other
+            .as_ref()
+            .is_some_and(|o| o.incarnations.contains(&(op.sidecar, op.incarnation)))
+    };
     for (at, op) in ops
         .iter()
         .enumerate()
@@ -328,8 +352,12 @@ fn attribution(setup: &Setup, ops: &[Op], ids: &[u128], holds: &[Hold], v: &mut 
                     .collect()
             })
             .unwrap_or_default();
+        let decode = match &other {
+            Some(o) if reconfigured(op) => o,
+            _ => setup,
+        };
         for &id in &ids[op.first..op.first + op.count] {
-            let why = match fields(setup, id) {
+            let why = match fields(decode, id) {
                 Err(e) => Some(format!("ID {id:x} does not decode: {e}")),
                 Ok(f) if f.cluster != setup.cluster => Some(format!(
                     "ID {id:x} carries cluster {}, configured {}",
@@ -758,6 +786,7 @@ mod tests {
             ended_ns: None,
             ended_by: None,
             log: "/nonexistent".into(),
+            reconfigured: false,
         }
     }
 
@@ -771,6 +800,7 @@ mod tests {
             session_timeout_ns: 2 * S,
             horizon_ns: 4 * S,
             faults_end_ns: T0 + 1_000 * S,
+            other: None,
         };
         check(&setup, ops, ids, holds, faults, &[inc(0), inc(1)])
     }
@@ -836,6 +866,43 @@ mod tests {
         ids.push(id(ms + 900, 0, 1, 3));
         ops.push(op(0, T0 + 900 * MS, 3, 1, true));
         assert!(checks(&judge(&ops, &ids, &holds, &[])).contains(&"attribution"));
+    }
+
+    /// An incarnation started with the pool's other parameters (si53 with 6 MID bits, the
+    /// reconfigure fault) is judged by them: slot 3's IDs under 6 bits read as slot 1 under 5.
+    #[test]
+    fn a_reconfigured_incarnation_decodes_with_the_other_parameters() {
+        let pool = by_name("si53", LayoutParams::default()).expect("si53");
+        let six = LayoutParams {
+            mid_bits: 6,
+            ..LayoutParams::default()
+        };
+        let other_layout = by_name("si53", six).expect("si53 with 6 MID bits");
+        let ms = T0 / MS;
+        let mab = ms - six.base_clock_ms;
+        let ids = vec![u128::from(mab << 13 | 3 << 7 | 5)];
+        let ops = vec![op(0, T0 + 10 * MS, 0, 1, true)];
+        let holds = vec![hold(0, 3, mab - 5_000, T0 - S, None)];
+        let judge = |reconfigured: bool| {
+            let setup = Setup {
+                layout: pool.as_ref(),
+                scheme: pool.scheme(),
+                cluster: 0,
+                medallion_base: 0,
+                session_timeout_ns: 2 * S,
+                horizon_ns: 4 * S,
+                faults_end_ns: T0 + 1_000 * S,
+                other: Some(Other {
+                    layout: other_layout.as_ref(),
+                    medallion_base: 0,
+                    incarnations: reconfigured.then_some((0, 1)).into_iter().collect(),
+                }),
+            };
+            check(&setup, &ops, &ids, &holds, &[], &[inc(0)])
+        };
+        assert_eq!(checks(&judge(false)), ["attribution"]);
+        let v = judge(true);
+        assert!(v.violations.is_empty(), "{:?}", v.violations);
     }
 
     fn fault(kind: Kind, sidecar: usize, start: u64, end: u64) -> Fault {

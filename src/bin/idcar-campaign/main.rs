@@ -311,6 +311,8 @@ fn run(args: Args) -> Result<bool> {
         layout: args.layout.clone(),
         cluster,
         scheme: layout.scheme(),
+        other: procs::Reconfig::for_layout(&args.layout, args.pool_size)?,
+        pool_size: args.pool_size,
     };
     let sidecars = (0..args.sidecars as usize)
         .map(|s| procs::Sidecar::new(s, hosts[3 + s].clone(), &out))
@@ -405,6 +407,7 @@ fn run(args: Args) -> Result<bool> {
         started_ns,
         faults_end_ns,
         out: &out,
+        other: &spec.other,
     };
     let passed = r.judge(logs, &incarnations, &nem, liveness)?;
     if passed && INTERRUPTED.load(Ordering::SeqCst) {

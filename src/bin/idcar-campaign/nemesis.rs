@@ -38,7 +38,8 @@ pub enum Kind {
     /// An operator deletes the pool's `params` (a parameter change, a restore's procedure):
     /// every holder stops and the pool records a new identity.
     Params,
-    /// An operator lowers a held slot's mark by 10 s, or deletes it: its holder writes it back.
+    /// An operator lowers a held slot's mark by 10 s, or deletes it: its holder writes it back;
+    /// or its holder is killed at once, and its successor's floor comes from the witness.
     Mark,
     /// Restart a sidecar with a panic planted in a request handler or on the lease thread: it
     /// aborts, and is restarted plain.
@@ -53,10 +54,22 @@ pub enum Kind {
     /// procedure: every sidecar frozen, the store's data replaced and the store restarted,
     /// `params` deleted, the sidecars thawed.
     Restore,
+    /// Restart a sidecar so that it drops its leases' release handles without a release a
+    /// few seconds later, living on until its shutdown grace ends (what an unwinding panic
+    /// would do; `--plant-panic abandon:..`), then restart it plain.
+    Abandon,
+    /// An operator changes the pool's parameters: `params` deleted and recreated with other
+    /// ones (see `procs::Reconfig`), one sidecar restarted with them; the others stop and
+    /// disagree. Healed by restarting it plain and deleting `params` again.
+    Reconfigure,
+    /// A static instance (a state file, generator = the pool's size: outside the pool) is
+    /// started beside the sidecars; an operator deletes its lock file and starts a second one
+    /// on the same state file, which must be refused while the first serves on.
+    Lock,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 15] = [
+    pub const ALL: [Kind; 18] = [
         Kind::Partition,
         Kind::Split,
         Kind::Kill,
@@ -72,6 +85,9 @@ impl Kind {
         Kind::Disagree,
         Kind::Release,
         Kind::Restore,
+        Kind::Abandon,
+        Kind::Reconfigure,
+        Kind::Lock,
     ];
 
     pub fn name(self) -> &'static str {
@@ -91,6 +107,9 @@ impl Kind {
             Kind::Disagree => "disagree",
             Kind::Release => "release",
             Kind::Restore => "restore",
+            Kind::Abandon => "abandon",
+            Kind::Reconfigure => "reconfigure",
+            Kind::Lock => "lock",
         }
     }
 
@@ -100,7 +119,13 @@ impl Kind {
     fn ensemble(self) -> bool {
         matches!(
             self,
-            Kind::Split | Kind::Leader | Kind::Outage | Kind::Params | Kind::Mark | Kind::Restore
+            Kind::Split
+                | Kind::Leader
+                | Kind::Outage
+                | Kind::Params
+                | Kind::Mark
+                | Kind::Restore
+                | Kind::Reconfigure
         )
     }
 
@@ -111,7 +136,12 @@ impl Kind {
     pub fn touches_all(self) -> bool {
         matches!(
             self,
-            Kind::Outage | Kind::Busy | Kind::Split | Kind::Params | Kind::Restore
+            Kind::Outage
+                | Kind::Busy
+                | Kind::Split
+                | Kind::Params
+                | Kind::Restore
+                | Kind::Reconfigure
         )
     }
 }
@@ -173,6 +203,22 @@ enum Heal {
         cut: (Vec<usize>, Vec<usize>),
         since: Instant,
     },
+    /// The reconfigure fault's end: the reconfigured sidecar stopped, `params` deleted again
+    /// (the others record theirs), the sidecar restarted plain.
+    Reconfigured {
+        s: usize,
+    },
+    /// The lock fault's end: the second static instance must have been refused, the first
+    /// must still serve; both stopped.
+    Lock(StaticPair),
+}
+
+/// The lock fault's two static instances on one state file.
+struct StaticPair {
+    first: Child,
+    second: Child,
+    socket: std::path::PathBuf,
+    second_log: std::path::PathBuf,
 }
 
 struct Active {
@@ -226,6 +272,10 @@ pub struct Nemesis {
     pub unexpected_exits: Vec<(usize, u32, String)>,
     /// A copy of the store's data taken during an outage (every node down), and when.
     snapshot: Option<(std::path::PathBuf, u64)>,
+    /// What a fault found wrong by itself (the lock fault): (check, detail).
+    pub violations: Vec<(&'static str, String)>,
+    /// Lock faults so far (each its own state file).
+    locks: u32,
 }
 
 const MAX_ACTIVE: usize = 3;
@@ -248,6 +298,8 @@ impl Nemesis {
             ensemble_quiet_since: now,
             unexpected_exits: Vec::new(),
             snapshot: None,
+            violations: Vec::new(),
+            locks: 0,
         }
     }
 
@@ -271,8 +323,18 @@ impl Nemesis {
                 i += 1;
             }
         }
+        let reconfigured = self
+            .active
+            .iter()
+            .any(|a| a.fault.kind == Kind::Reconfigure);
         for s in 0..cl.sidecars.len() {
             if !self.busy_sidecar(s) && cl.sidecars[s].running() && cl.sidecars[s].reap("itself") {
+                if reconfigured {
+                    // Restarted (a fault healed) into a pool whose parameters it disagrees
+                    // with: refused at start, as it must be. Started again when the pool's
+                    // parameters are back.
+                    continue;
+                }
                 let h = cl.sidecars[s].history.last().cloned();
                 if let Some(h) = h {
                     self.unexpected_exits
@@ -349,6 +411,15 @@ impl Nemesis {
     }
 
     fn start_one(&mut self, cl: &mut Cluster, spec: &SidecarSpec) -> Result<()> {
+        // Nothing starts while the pool is reconfigured: every other sidecar disagrees with
+        // it, and one restarted meanwhile is refused at start.
+        if self
+            .active
+            .iter()
+            .any(|a| a.fault.kind == Kind::Reconfigure)
+        {
+            return Ok(());
+        }
         let free: Vec<usize> = (0..cl.sidecars.len())
             .filter(|&s| !self.busy_sidecar(s) && cl.sidecars[s].running())
             .collect();
@@ -367,6 +438,7 @@ impl Nemesis {
                 Kind::Split | Kind::Leader | Kind::Outage | Kind::Params => ensemble_free,
                 // Alone: every sidecar is frozen, none may be mid-restart.
                 Kind::Restore => ensemble_free && self.snapshot.is_some() && self.active.is_empty(),
+                Kind::Reconfigure => ensemble_free && !free.is_empty(),
                 Kind::Mark => ensemble_free && no_busy && !free.is_empty(),
                 Kind::Busy => busy_free,
                 _ => !free.is_empty(),
@@ -548,8 +620,18 @@ impl Nemesis {
                     .and_then(|r| r.split(':').next())
                     .and_then(|n| n.parse().ok());
                 fault.did = did;
-                // Its holder is left alone meanwhile: it writes the mark back within a renewal.
-                (secs(&mut self.rng, 2.0, 4.0), Heal::Nothing)
+                match fault.sidecar {
+                    // Half the time its holder dies at once (kill -9), before it could write
+                    // the mark back: its successor's floor must come from the mark's witness.
+                    Some(s) if self.rng.random_bool(0.5) => {
+                        cl.sidecars[s].kill9("kill -9 (its mark just lowered)");
+                        fault.did.push_str("; its holder killed at once");
+                        (secs(&mut self.rng, 0.5, 2.0), Heal::Restart { s, skew: 0 })
+                    }
+                    // Its holder is left alone meanwhile: it writes the mark back within a
+                    // renewal.
+                    _ => (secs(&mut self.rng, 2.0, 4.0), Heal::Nothing),
+                }
             }
             Kind::Panic => {
                 let s = target.expect("a free sidecar");
@@ -571,6 +653,69 @@ impl Nemesis {
                         how: "planted panic",
                     },
                 )
+            }
+            Kind::Abandon => {
+                let s = target.expect("a free sidecar");
+                fault.sidecar = Some(s);
+                // Long enough to hold a slot again (session timeout, a mark to wait past).
+                let after = secs(&mut self.rng, 8.0, 12.0);
+                let plant = format!("abandon:{}ms", after.as_millis());
+                fault.did = format!("--plant-panic {plant}");
+                cl.sidecars[s].kill9("kill -9 (to plant an abandoned release)");
+                cl.sidecars[s].spawn_with(spec, 0, &["--plant-panic".into(), plant])?;
+                (
+                    after + Duration::from_millis(500),
+                    Heal::AfterExit {
+                        s,
+                        skew: 0,
+                        since: Instant::now() + after,
+                        how: "abandoned release",
+                    },
+                )
+            }
+            Kind::Reconfigure => {
+                // The holder of a slot whose IDs overlap another's under the other
+                // parameters, where there is one (a pool that ignored them would then issue
+                // duplicates); else any.
+                let mut s = target.expect("a free sidecar");
+                for &slot in &spec.other.overlapping {
+                    let seed = self.rng.random();
+                    let pod = store_op(cl, spec, "holder", slot, seed, &[]);
+                    let held_by = pod
+                        .as_deref()
+                        .and_then(|p| p.rsplit_once(" sc"))
+                        .and_then(|(_, n)| n.parse::<usize>().ok());
+                    if let Some(h) = held_by.filter(|h| free.contains(h)) {
+                        s = h;
+                        break;
+                    }
+                }
+                fault.sidecar = Some(s);
+                cl.sidecars[s].kill9("kill -9 (to restart with other parameters)");
+                let seed = self.rng.random();
+                match store_op(cl, spec, "recreate-params", 0, seed, &spec.other.params) {
+                    Some(did) if did.starts_with("recreated") => {
+                        fault.did = format!("{did}; restarted with {}", spec.other.flags.join(" "));
+                        cl.sidecars[s].spawn_reconfigured(spec)?;
+                    }
+                    other => {
+                        eprintln!("campaign: recreate-params: {other:?}");
+                        cl.sidecars[s].spawn(spec, 0)?;
+                        return Ok(());
+                    }
+                }
+                (secs(&mut self.rng, 8.0, 15.0), Heal::Reconfigured { s })
+            }
+            Kind::Lock => {
+                self.locks += 1;
+                let Some(pair) = lock_fault(spec, self.locks, &mut self.violations)? else {
+                    return Ok(());
+                };
+                fault.did = format!(
+                    "static instance {} started, its lock file deleted, a second one started",
+                    self.locks
+                );
+                (secs(&mut self.rng, 2.0, 4.0), Heal::Lock(pair))
             }
             Kind::Disagree => {
                 let s = target.expect("a free sidecar");
@@ -680,6 +825,69 @@ impl Nemesis {
                 let _ = child.wait();
             }
             Heal::Nothing => {}
+            Heal::Lock(pair) => {
+                let second = pair.second.try_wait();
+                let said = std::fs::read_to_string(&pair.second_log).unwrap_or_default();
+                let refused = matches!(&second, Ok(Some(st)) if !st.success())
+                    && said.contains("locked by another process");
+                if !refused {
+                    self.violations.push((
+                        "static slot: a second instance on a state file is refused",
+                        format!(
+                            "its lock file deleted, a second instance on it {}: {}",
+                            match second {
+                                Ok(Some(st)) => format!("exited ({st})"),
+                                _ => "still runs".into(),
+                            },
+                            said.lines().last().unwrap_or_default()
+                        ),
+                    ));
+                }
+                let first_serves = std::os::unix::net::UnixStream::connect(&pair.socket)
+                    .and_then(|mut c| {
+                        c.set_read_timeout(Some(Duration::from_secs(2)))?;
+                        crate::load::exchange(&mut c, 1)
+                    })
+                    .is_ok_and(|r| r.is_ok());
+                if !first_serves {
+                    self.violations.push((
+                        "static slot: the first instance serves on",
+                        "after a second instance was started on its state file".into(),
+                    ));
+                }
+                for c in [&mut pair.first, &mut pair.second] {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                }
+            }
+            Heal::Reconfigured { s } => {
+                let s = *s;
+                cl.sidecars[s].kill9("kill -9 (to restart with the pool's parameters)");
+                let mut did = None;
+                for seed in 0..10 {
+                    did = store_op(cl, spec, "delete-params", 0, seed, &[]);
+                    if did.as_deref().is_some_and(|d| d.starts_with("deleted")) {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+                let f = &mut self.active[i].fault;
+                f.did = format!(
+                    "{}; {}",
+                    f.did,
+                    did.unwrap_or_else(|| "params NOT deleted".into())
+                );
+                // It, and those refused at start meanwhile (not those another fault restarts).
+                let others: Vec<usize> = (self.active.iter().enumerate())
+                    .filter(|&(j, _)| j != i)
+                    .filter_map(|(_, a)| a.fault.sidecar)
+                    .collect();
+                for x in 0..cl.sidecars.len() {
+                    if !cl.sidecars[x].running() && !others.contains(&x) {
+                        cl.sidecars[x].spawn(spec, 0)?;
+                    }
+                }
+            }
             Heal::CutRelease { s, cut, since } => {
                 let (s, since) = (*s, *since);
                 if !cut.0.is_empty() {
@@ -704,15 +912,90 @@ impl Nemesis {
 }
 
 impl Drop for Nemesis {
-    /// A busy neighbour runs outside the namespaces: end it too if the campaign stops early.
+    /// A busy neighbour and the lock fault's static instances run outside the namespaces: end
+    /// them too if the campaign stops early.
     fn drop(&mut self) {
         for a in &mut self.active {
-            if let Heal::Busy(child) = &mut a.heal {
+            let children = match &mut a.heal {
+                Heal::Busy(child) => vec![child],
+                Heal::Lock(p) => vec![&mut p.first, &mut p.second],
+                _ => vec![],
+            };
+            for child in children {
                 let _ = child.kill();
                 let _ = child.wait();
             }
         }
     }
+}
+
+/// Starts a static instance on a new state file (generator = the pool's size: outside it),
+/// waits (bounded) until it serves, deletes its lock file and starts a second one on the same
+/// state file. `None` (and a violation) if the first never served.
+fn lock_fault(
+    spec: &SidecarSpec,
+    n: u32,
+    violations: &mut Vec<(&'static str, String)>,
+) -> Result<Option<StaticPair>> {
+    if spec.pool_size >= spec.scheme.slots {
+        return Ok(None); // no generator outside the pool
+    }
+    let dir = spec.dir.join(format!("static{n}"));
+    std::fs::create_dir_all(&dir)?;
+    let state = dir.join("state");
+    let start = |i: u32| -> Result<(Child, std::path::PathBuf, std::path::PathBuf)> {
+        let socket = dir.join(format!("{i}.sock"));
+        let log = dir.join(format!("{i}.log"));
+        let out = std::fs::File::create(&log)?;
+        let child = Command::new(&spec.idcar)
+            .arg("serve")
+            .arg("--state-file")
+            .arg(&state)
+            .arg("--socket")
+            .arg(&socket)
+            .args(["--admin-addr", "none", "--log-format", "json"])
+            .args(["--layout", &spec.layout])
+            .args(["--cluster-id", &spec.cluster.to_string()])
+            .args(["--generator-id", &spec.pool_size.to_string()])
+            .stdin(Stdio::null())
+            .stdout(out.try_clone()?)
+            .stderr(out)
+            .spawn()?;
+        Ok((child, socket, log))
+    };
+    let (mut first, socket, _) = start(1)?;
+    let until = Instant::now() + Duration::from_secs(10);
+    let serves = loop {
+        let ok = std::os::unix::net::UnixStream::connect(&socket)
+            .and_then(|mut c| {
+                c.set_read_timeout(Some(Duration::from_secs(1)))?;
+                crate::load::exchange(&mut c, 1)
+            })
+            .is_ok_and(|r| r.is_ok());
+        if ok || Instant::now() > until {
+            break ok;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    if !serves {
+        let _ = first.kill();
+        let _ = first.wait();
+        violations.push((
+            "static slot: a static instance serves",
+            format!("static instance {n} did not serve within 10 s"),
+        ));
+        return Ok(None);
+    }
+    let mut lock = state.clone().into_os_string();
+    lock.push(".lock");
+    std::fs::remove_file(&lock)?;
+    let (second, _, second_log) = start(2)?;
+    Ok(Some(StaticPair {
+        first,
+        second,
+        socket,
+        second_log,
+    }))
 }
 
 /// `cp -a from to`.

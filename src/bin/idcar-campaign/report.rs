@@ -166,6 +166,8 @@ pub struct Run<'a> {
     pub started_ns: u64,
     pub faults_end_ns: u64,
     pub out: &'a Path,
+    /// The pool's other parameters (the reconfigure fault).
+    pub other: &'a crate::procs::Reconfig,
 }
 
 impl Run<'_> {
@@ -197,12 +199,27 @@ impl Run<'_> {
             session_timeout_ns: a.zk_session_timeout.as_nanos() as u64,
             horizon_ns: a.lease_horizon.as_nanos() as u64,
             faults_end_ns: self.faults_end_ns,
+            other: Some(check::Other {
+                layout: self.other.layout.as_ref(),
+                medallion_base: self.other.medallion_base,
+                incarnations: incarnations
+                    .iter()
+                    .filter(|i| i.reconfigured)
+                    .map(|i| (i.sidecar, i.number))
+                    .collect(),
+            }),
         };
         let mut verdict = check::check(&setup, &ops, &ids, &holds, &nem.done, incarnations);
         for (s, n, how) in &nem.unexpected_exits {
             verdict.violations.push(check::Violation {
                 check: "liveness: no sidecar exits by itself",
                 detail: format!("sidecar {s} incarnation {n} exited: {how}"),
+            });
+        }
+        for (check, detail) in &nem.violations {
+            verdict.violations.push(check::Violation {
+                check,
+                detail: detail.clone(),
             });
         }
         if let Some(l) = liveness.as_ref().filter(|l| !l.passed) {

@@ -7,7 +7,11 @@
 //!   ten seconds of ticks, or deleted — only while the slot is held and the mark unchanged
 //!   since it was read (a compare-and-set), as a script racing the holder would;
 //! - `delete-params`: the pool's `params` deleted (a parameter change, or the restore
-//!   procedure's step).
+//!   procedure's step);
+//! - `recreate-params`: `params` deleted and created again with the `name=value` changes
+//!   given (in ZooKeeper in one `multi`; in etcd a delete, then a put), as an operator changing
+//!   the pool's parameters under running instances would;
+//! - `holder`: who holds slot `LOWER_BY` (its pod), nothing changed.
 
 use anyhow::{bail, Context, Result};
 use idcar::lease::etcd::pb::etcdserverpb as rpc;
@@ -69,6 +73,25 @@ pub fn run(op: &Op) -> Result<String> {
     })
 }
 
+/// The recorded parameters `data` (a JSON object of strings) with `changes` (`name=value`).
+fn changed(data: &[u8], changes: &[String]) -> Result<Vec<u8>> {
+    let mut params: std::collections::BTreeMap<String, String> =
+        serde_json::from_slice(data).context("unreadable params")?;
+    for c in changes {
+        let (k, v) = c.split_once('=').context("a change is name=value")?;
+        params.insert(k.to_string(), v.to_string());
+    }
+    Ok(serde_json::to_vec(&params)?)
+}
+
+/// Who holds slot `op.lower_by`: `holder SLOT POD`, or `skip: ...`.
+fn holder(op: &Op, held: &[(u32, Option<Owner>)]) -> String {
+    held.iter()
+        .find(|(n, _)| u64::from(*n) == op.lower_by)
+        .and_then(|(n, o)| Some(format!("holder {n} {}", o.as_ref()?.pod.as_ref()?)))
+        .unwrap_or_else(|| format!("skip: slot {} not held", op.lower_by))
+}
+
 /// A held slot of a live holder in `op.only`, at random: (slot, holder's pod).
 fn pick(op: &Op, held: Vec<(u32, Option<Owner>)>) -> Option<(u32, String)> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(op.seed);
@@ -97,12 +120,34 @@ async fn zookeeper(op: &Op) -> Result<String> {
             Err(e) => format!("skip: {e}"),
         });
     }
+    if op.op == "recreate-params" {
+        let (data, stat) = match client.get_data(&paths.params()).await {
+            Ok(r) => r,
+            Err(e) => return Ok(format!("skip: {e}")),
+        };
+        let new = changed(&data, &op.only)?;
+        let mut w = client.new_multi_writer();
+        w.add_delete(&paths.params(), Some(stat.version))?;
+        let mode = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+        w.add_create(&paths.params(), &new, &mode)?;
+        return Ok(match w.commit().await {
+            Ok(_) => format!(
+                "recreated {} as {}",
+                paths.params(),
+                String::from_utf8_lossy(&new)
+            ),
+            Err(e) => format!("skip: {e}"),
+        });
+    }
     let mut held = Vec::new();
     for n in client.list_children(&paths.slots()).await? {
         let Ok(slot) = n.parse::<u32>() else { continue };
         if let Ok((data, _)) = client.get_data(&paths.slot(slot)).await {
             held.push((slot, parse_owner(&data)));
         }
+    }
+    if op.op == "holder" {
+        return Ok(holder(op, &held));
     }
     let Some((slot, pod)) = pick(op, held) else {
         return Ok("skip: no slot held by a free sidecar".into());
@@ -145,6 +190,39 @@ async fn etcd(op: &Op) -> Result<String> {
         success,
         failure: vec![],
     };
+    if op.op == "recreate-params" {
+        let read = rpc::RangeRequest {
+            key: key(paths.params()),
+            ..Default::default()
+        };
+        let r = etcd
+            .range("store-op", read)
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let Some(kv) = r.kvs.first() else {
+            return Ok("skip: no params".into());
+        };
+        let new = changed(&kv.value, &op.only)?;
+        // etcd refuses a delete and a put of one key in one transaction: one, then the other.
+        etcd.txn("store-op", txn(vec![], vec![del(paths.params())]))
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let put = rpc::RequestOp {
+            request: Some(rpc::request_op::Request::RequestPut(rpc::PutRequest {
+                key: key(paths.params()),
+                value: new.clone(),
+                ..Default::default()
+            })),
+        };
+        etcd.txn("store-op", txn(vec![], vec![put]))
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        return Ok(format!(
+            "recreated {} as {}",
+            paths.params(),
+            String::from_utf8_lossy(&new)
+        ));
+    }
     if op.op == "delete-params" {
         let r = etcd
             .txn("store-op", txn(vec![], vec![del(paths.params())]))
@@ -162,7 +240,7 @@ async fn etcd(op: &Op) -> Result<String> {
         .range("store-op", range)
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let held = slots
+    let held: Vec<(u32, Option<Owner>)> = slots
         .kvs
         .iter()
         .filter_map(|kv| {
@@ -174,6 +252,9 @@ async fn etcd(op: &Op) -> Result<String> {
             Some((n, parse_owner(&kv.value)))
         })
         .collect();
+    if op.op == "holder" {
+        return Ok(holder(op, &held));
+    }
     let Some((slot, pod)) = pick(op, held) else {
         return Ok("skip: no slot held by a free sidecar".into());
     };

@@ -19,7 +19,7 @@
 //! [`PROBES`] misses in a row list `slots/` (keys only: as many as there are holders).
 
 use super::client::{prefix_end, EtcdError};
-use super::marks::{absent, cmp, delete, get, put, range_kvs, stored, EtcdMarks};
+use super::marks::{absent, cmp, delete, get, put, range_kvs, stored, witness, EtcdMarks};
 use super::pb::etcdserverpb as rpc;
 use super::pb::etcdserverpb::compare::{CompareTarget, TargetUnion};
 use super::pb::etcdserverpb::range_request::{SortOrder, SortTarget};
@@ -262,8 +262,8 @@ enum Tried {
     Skipped,
 }
 
-/// Puts `slots/N` and reads `marks/N` in one transaction, while the pool's parameters are
-/// still the ones agreed.
+/// Puts `slots/N` and reads `marks/N` and `witness/N` in one transaction, while the pool's
+/// parameters are still the ones agreed. The floor is the higher of the two.
 async fn try_slot(
     neg: &Negotiator,
     store: &EtcdMarks,
@@ -291,7 +291,11 @@ async fn try_slot(
             )
         }))
         .collect(),
-        success: vec![put(&slot_key, owner.to_vec(), store.lease), get(&mark_key)],
+        success: vec![
+            put(&slot_key, owner.to_vec(), store.lease),
+            get(&mark_key),
+            get(&neg.paths.witness(slot)),
+        ],
         failure: vec![get(&params)],
     };
     let r = store.etcd.txn("claiming a slot", req).await?;
@@ -310,7 +314,12 @@ async fn try_slot(
         return Ok(Tried::Taken);
     }
     match stored(range_kvs(&r, 1).first(), &mark_key) {
-        Ok(s) => Ok(Tried::Claimed((slot, s))),
+        Ok(mut s) => {
+            if store.witness {
+                s.mark = s.mark.max(witness(range_kvs(&r, 2).first()));
+            }
+            Ok(Tried::Claimed((slot, s)))
+        }
         Err(why) => {
             tracing::error!(slot, reason = %why, "slot's time mark is unreadable; never taking this slot");
             history.skip.insert(slot);

@@ -10,7 +10,10 @@
 //!   `mod_revision` is the transaction's revision;
 //! - our own write is recognised when `slots/N` still carries our lease and `marks/N` holds
 //!   one of our attempts with our token, at a revision after the one we last saw;
-//! - the write-down and the delete of `slots/N` are one transaction.
+//! - the write-down and the delete of `slots/N` are one transaction;
+//! - every write also puts `witness/N` in the same transaction (one revision), and a claim's
+//!   floor is the higher of `marks/N` and `witness/N`: a mark lowered or deleted while no
+//!   holder can write it back does not lower a successor's floor.
 
 use super::client::{Etcd, EtcdError};
 use super::pb::etcdserverpb as rpc;
@@ -28,6 +31,9 @@ pub struct EtcdMarks {
     /// The pool's identity: its `params` key and the `create_revision` and `mod_revision`
     /// agreed. Every mark write compares them. `None`: not compared (a planted bug).
     pub pool: Option<(String, i64, i64)>,
+    /// Whether marks are also written to, and floors read from, `witness/N` (`false` only
+    /// under a planted bug).
+    pub witness: bool,
 }
 
 /// How a round ended by etcd's refusal is told (the round then pauses, as a refusal at
@@ -123,7 +129,23 @@ pub(crate) fn stored(
     }
 }
 
+/// A witness key's mark (missing or unreadable: 0, the mark still stands).
+pub(crate) fn witness(kv: Option<&super::pb::mvccpb::KeyValue>) -> u64 {
+    kv.and_then(|kv| parse_mark_and_token(&kv.value))
+        .map_or(0, |(m, _)| m)
+}
+
 impl EtcdMarks {
+    /// The puts of a mark write: `marks/N`, and its witness.
+    fn puts(&self, claim: &Claim<i64>, mark: u64) -> Vec<rpc::RequestOp> {
+        let data = mark_data(mark, &claim.token_hex());
+        let mut ops = vec![put(&self.paths.mark(claim.slot), data.clone(), 0)];
+        if self.witness {
+            ops.push(put(&self.paths.witness(claim.slot), data, 0));
+        }
+        ops
+    }
+
     /// The pool's `params` still the one agreed, `slots/N` still carries our lease, and
     /// `marks/N` is at `version`.
     fn fence(&self, claim: &Claim<i64>) -> Vec<rpc::Compare> {
@@ -181,26 +203,27 @@ impl MarkStore for EtcdMarks {
 
     async fn read(&self, slot: u32) -> Result<Stored<i64>, StoreError> {
         let key = self.paths.mark(slot);
-        let req = rpc::RangeRequest {
-            key: key.as_bytes().to_vec(),
-            ..Default::default()
+        let req = rpc::TxnRequest {
+            compare: vec![],
+            success: vec![get(&key), get(&self.paths.witness(slot))],
+            failure: vec![],
         };
         let r = self
             .etcd
-            .range("reading a mark", req)
+            .txn("reading a mark", req)
             .await
             .map_err(store_error)?;
-        stored(r.kvs.first(), &key).map_err(StoreError::Unavailable)
+        let mut s = stored(range_kvs(&r, 0).first(), &key).map_err(StoreError::Unavailable)?;
+        if self.witness {
+            s.mark = s.mark.max(witness(range_kvs(&r, 1).first()));
+        }
+        Ok(s)
     }
 
     async fn write(&self, claim: &Claim<i64>, mark: u64) -> Result<i64, StoreError> {
         let req = rpc::TxnRequest {
             compare: self.fence(claim),
-            success: vec![put(
-                &self.paths.mark(claim.slot),
-                mark_data(mark, &claim.token_hex()),
-                0,
-            )],
+            success: self.puts(claim, mark),
             failure: vec![],
         };
         let r = self
@@ -215,7 +238,7 @@ impl MarkStore for EtcdMarks {
                 self.paths.mark(claim.slot)
             )));
         }
-        // The put is the transaction's only write: the key's mod_revision is its revision.
+        // One transaction, one revision: the key's mod_revision is the transaction's.
         r.header
             .map(|h| h.revision)
             .ok_or_else(|| StoreError::Unavailable("etcd's answer has no header".into()))
@@ -246,14 +269,11 @@ impl MarkStore for EtcdMarks {
     async fn write_down(&self, claim: &Claim<i64>, mark: u64) -> Result<(), StoreError> {
         let req = rpc::TxnRequest {
             compare: self.fence(claim),
-            success: vec![
-                put(
-                    &self.paths.mark(claim.slot),
-                    mark_data(mark, &claim.token_hex()),
-                    0,
-                ),
-                delete(&self.paths.slot(claim.slot)),
-            ],
+            success: self
+                .puts(claim, mark)
+                .into_iter()
+                .chain([delete(&self.paths.slot(claim.slot))])
+                .collect(),
             failure: vec![],
         };
         let r = self

@@ -137,6 +137,7 @@ pub(crate) async fn run(
                         lease,
                         pool: (a.params_created != 0)
                             .then(|| (neg.paths.params(), a.params_created, a.params_revision)),
+                        witness: neg.proto.planted() != PlantedBug::NoWriteBack,
                     },
                     claims: &mut across.claims,
                 };
@@ -412,7 +413,8 @@ async fn join_or_record(
                 .map(Some)
                 .ok_or_else(|| EtcdError::Fatal(identity::unreadable(&key)));
         }
-        let marks = pool::under(etcd, &paths.marks(), false).await?;
+        let mut marks = pool::under(etcd, &paths.marks(), false).await?;
+        marks.extend(pool::under(etcd, &paths.witnesses(), false).await?);
         let highest = marks
             .iter()
             .map(|kv| parse_mark_and_token(&kv.value).map_or(0, |(m, _)| m))

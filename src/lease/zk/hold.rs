@@ -117,6 +117,7 @@ pub(crate) async fn serve(
                     params_version: across.claims.params_version,
                     identity,
                 }),
+            witness: neg.proto.planted() != crate::lease::planted::PlantedBug::NoWriteBack,
         },
         claims: &mut across.claims,
     };

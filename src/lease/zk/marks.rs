@@ -10,7 +10,11 @@
 //!   mark is what fences holders;
 //! - our own write is recognised when `slots/N` is still this session's and `marks/N` holds
 //!   one of our attempts with our token, one version on;
-//! - the write-down and the delete of `slots/N` are one `multi`.
+//! - the write-down and the delete of `slots/N` are one `multi`;
+//! - every write also sets `witness/N` (any version) in the same `multi`, and a claim's floor
+//!   is the higher of `marks/N` and `witness/N`: a mark lowered or deleted while no holder can
+//!   write it back does not lower a successor's floor. A missing witness is created at the
+//!   claim, or by the recheck after the write that found it missing.
 
 use super::session_gone;
 use super::tree::{acls, mark_data, parse_mark, parse_mark_and_token, Paths};
@@ -28,6 +32,9 @@ pub struct ZkMarks {
     pub auth: bool,
     /// The pool agreed: every mark write checks it. `None`: not checked (a planted bug).
     pub pool: Option<PoolFence>,
+    /// Whether marks are also written to, and floors read from, `witness/N` (`false` only
+    /// under a planted bug).
+    pub witness: bool,
 }
 
 /// What every mark write checks of the pool: its `params` node at the version agreed (deleted
@@ -63,9 +70,42 @@ pub enum Unreadable {
 }
 
 impl ZkMarks {
+    /// The floor of a claim on `slot`: `marks/N` and its version, the mark raised to
+    /// `witness/N` if that is higher (each created at 0 when missing).
+    pub async fn read_mark(&self, slot: u32) -> Result<Stored<i32>, Unreadable> {
+        let mut stored = self.read_mark_only(slot).await?;
+        if self.witness {
+            stored.mark = stored.mark.max(self.read_witness(slot).await?);
+        }
+        Ok(stored)
+    }
+
+    /// Reads `witness/N`, creating it at 0 when missing (an unreadable one counts as 0: the
+    /// mark still stands).
+    async fn read_witness(&self, slot: u32) -> Result<u64, Unreadable> {
+        let path = self.paths.witness(slot);
+        let persistent = zk::CreateMode::Persistent.with_acls(acls(self.auth));
+        for _ in 0..3 {
+            match self.client.get_data(&path).await {
+                Ok((data, _)) => return Ok(parse_mark(&data).unwrap_or(0)),
+                Err(zk::Error::NoNode) => {
+                    match self.client.create(&path, b"0", &persistent).await {
+                        Ok(_) => return Ok(0),
+                        Err(zk::Error::NodeExists) => continue,
+                        Err(e) => return Err(Unreadable::Zk(e)),
+                    }
+                }
+                Err(e) => return Err(Unreadable::Zk(e)),
+            }
+        }
+        Err(Unreadable::Zk(zk::Error::UnexpectedError(format!(
+            "{path} keeps changing"
+        ))))
+    }
+
     /// Reads `marks/N` and its version, creating it at 0 when missing (a slot never used;
     /// marks are never deleted while anyone holds the slot).
-    pub async fn read_mark(&self, slot: u32) -> Result<Stored<i32>, Unreadable> {
+    async fn read_mark_only(&self, slot: u32) -> Result<Stored<i32>, Unreadable> {
         let path = self.paths.mark(slot);
         let persistent = zk::CreateMode::Persistent.with_acls(acls(self.auth));
         for _ in 0..3 {
@@ -129,6 +169,9 @@ impl ZkMarks {
             w.add_create(&path, &data, &persistent)?;
         } else {
             w.add_set_data(&path, &data, Some(claim.version))?;
+        }
+        if self.witness {
+            w.add_set_data(&self.paths.witness(claim.slot), &data, None)?;
         }
         Ok((w, 1 + 2 * usize::from(self.pool.is_some())))
     }
@@ -230,6 +273,20 @@ impl MarkStore for ZkMarks {
             Ok(true) => {}
             Ok(false) | Err(zk::Error::NoNode) => return Ok(Recheck::Gone),
             Err(e) => return Err(store_error(e)),
+        }
+        if self.witness {
+            // Deleted by someone else: recreated holding the mark last written, so that the
+            // write that found it missing can be made again (as a lowered mark's write-back).
+            let persistent = zk::CreateMode::Persistent.with_acls(acls(self.auth));
+            let data = mark_data(claim.mark, &claim.token_hex());
+            let path = self.paths.witness(claim.slot);
+            match self.client.create(&path, &data, &persistent).await {
+                Ok(_) => {
+                    tracing::warn!(%path, "the slot's witness was deleted by someone else; recreated");
+                }
+                Err(zk::Error::NodeExists) => {}
+                Err(e) => return Err(store_error(e)),
+            }
         }
         match self.client.get_data(&self.paths.mark(claim.slot)).await {
             Ok((data, stat)) => Ok(Recheck::Ours(Stored {

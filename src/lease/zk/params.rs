@@ -190,20 +190,24 @@ async fn list(client: &zk::Client, dir: &str) -> Result<Vec<String>, End> {
     }
 }
 
-/// Whether the pool holds any mark, and the highest (an unreadable one counts as 0: its slot
-/// is never taken).
+/// Whether the pool holds any mark, and the highest of the marks and their witnesses (an
+/// unreadable one counts as 0: its slot is never taken).
 async fn highest_mark(client: &zk::Client, paths: &super::Paths) -> Result<(bool, u64), End> {
-    let marks = list(client, &paths.marks()).await?;
+    let mut used = false;
     let mut highest = 0;
-    for m in &marks {
-        let path = format!("{}/{m}", paths.marks());
-        match client.get_data(&path).await {
-            Ok((data, _)) => highest = highest.max(parse_mark(&data).unwrap_or(0)),
-            Err(zk::Error::NoNode) => {}
-            Err(e) => return Err(classify(e, &format!("cannot read {path}"))),
+    for dir in [paths.marks(), paths.witnesses()] {
+        let marks = list(client, &dir).await?;
+        used |= !marks.is_empty();
+        for m in &marks {
+            let path = format!("{dir}/{m}");
+            match client.get_data(&path).await {
+                Ok((data, _)) => highest = highest.max(parse_mark(&data).unwrap_or(0)),
+                Err(zk::Error::NoNode) => {}
+                Err(e) => return Err(classify(e, &format!("cannot read {path}"))),
+            }
         }
     }
-    Ok((!marks.is_empty(), highest))
+    Ok((used, highest))
 }
 
 /// What differs between our parameters and the recorded ones, if anything.

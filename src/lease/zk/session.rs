@@ -295,7 +295,8 @@ async fn close(client: zk::Client) {
     .await;
 }
 
-/// Creates `queue/`, `slots/`, `marks/` and `identity/` when missing, retrying passing faults.
+/// Creates `queue/`, `slots/`, `marks/`, `witness/` and `identity/` when missing, retrying
+/// passing faults.
 async fn make_namespace(neg: &Negotiator, client: &zk::Client, stop: &mut Stop) -> Result<(), End> {
     let dir = zk::CreateMode::Persistent.with_acls(acls(neg.cfg.access.restricted()));
     let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(1));
@@ -303,6 +304,7 @@ async fn make_namespace(neg: &Negotiator, client: &zk::Client, stop: &mut Stop) 
         neg.paths.queue(),
         neg.paths.slots(),
         neg.paths.marks(),
+        neg.paths.witnesses(),
         neg.paths.identities(),
     ] {
         loop {

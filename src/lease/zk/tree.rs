@@ -6,7 +6,12 @@
 //! <root>/<layout>/<cluster>/queue/claim-<seq>   EPHEMERAL_SEQUENTIAL  a contender waiting its turn
 //! <root>/<layout>/<cluster>/slots/<N>           EPHEMERAL             the slot's holder (JSON owner)
 //! <root>/<layout>/<cluster>/marks/<N>           PERSISTENT            the slot's time mark: "<ticks> <token>"
+//! <root>/<layout>/<cluster>/witness/<N>         PERSISTENT            a copy of it, written in the same transaction
 //! ```
+//!
+//! The witness is what a successor's floor also comes from (the higher of the two): a mark
+//! lowered or deleted by someone else while no holder is there to write it back up (a hand
+//! edit, a deleted `marks/`) does not lower it.
 //!
 //! A mark is decimal ticks in the layout's time unit, then a space and the 16-hex-digit token
 //! of the claim that wrote it (marks written by older versions, or created at 0, have none).
@@ -52,6 +57,13 @@ impl Paths {
     }
     pub fn mark(&self, n: u32) -> String {
         format!("{}/marks/{n}", self.base)
+    }
+    /// The copies of the marks, written with them (see the module documentation).
+    pub fn witnesses(&self) -> String {
+        format!("{}/witness", self.base)
+    }
+    pub fn witness(&self, n: u32) -> String {
+        format!("{}/witness/{n}", self.base)
     }
 }
 
