@@ -407,8 +407,8 @@ impl Metrics {
             ),
             marks_restored: r.counter(
                 "idcar_lease_marks_restored_total",
-                "Times this holder found its slot's time mark lowered or deleted by someone else \
-                 (an operator, a script, a store restored from a snapshot) while the slot was \
+                "Times this holder found its slot's time mark (or its witness) lowered or deleted \
+                 by someone else (an operator, a script, a store restored from a snapshot) while the slot was \
                  still its own, and wrote it back up before anything else",
             ),
             claim_seconds: r.histogram(

@@ -103,7 +103,7 @@ fn catches(bug: &str, duration: &str, faults: &str, extra: &[&str]) {
 
 #[test]
 fn lable64_campaign_with_a_fixed_seed_passes() {
-    passes(&["--seed", "7", "--duration", "60s"]);
+    passes(&["--seed", "7", "--duration", "45s"]);
 }
 
 #[test]
@@ -114,7 +114,7 @@ fn sno80_campaign_with_a_random_seed_passes() {
         "--seed",
         &seed.to_string(),
         "--duration",
-        "60s",
+        "45s",
         "--layout",
         "sno80",
     ]);
@@ -130,7 +130,7 @@ fn a_successor_that_ignores_the_mark_is_caught() {
 
 #[test]
 fn etcd_campaign_with_a_fixed_seed_passes() {
-    passes(&["--seed", "7", "--duration", "60s", "--store", "etcd"]);
+    passes(&["--seed", "7", "--duration", "45s", "--store", "etcd"]);
 }
 
 /// Two slots per sidecar (`--slots 2`): sixteen leases for eight slots, each sidecar issuing

@@ -44,6 +44,13 @@ trait Fixture: Send + Sync + Sized + 'static {
     /// An operator deletes the pool's recorded parameters and records them anew (a store
     /// without pools: nothing).
     async fn replace_pool(&self) {}
+    /// Someone deletes the slot's witness (ZooKeeper: the whole `witness/` directory; a store
+    /// without witnesses: nothing).
+    async fn delete_witness(&self) {}
+    /// The slot's witness as stored (0: none).
+    async fn witness(&self) -> u64 {
+        0
+    }
 }
 
 struct FileFixture {
@@ -189,6 +196,18 @@ impl Fixture for ZkFixture {
             .delete(&self.paths.mark(SLOT), None)
             .await
             .unwrap();
+    }
+    async fn delete_witness(&self) {
+        for path in [self.paths.witness(SLOT), self.paths.witnesses()] {
+            self.client.delete(&path, None).await.unwrap();
+        }
+    }
+    async fn witness(&self) -> u64 {
+        match self.client.get_data(&self.paths.witness(SLOT)).await {
+            Ok((d, _)) => idcar::lease::zk::tree::parse_mark(&d).unwrap_or(0),
+            Err(zk::Error::NoNode) => 0,
+            Err(e) => panic!("{e}"),
+        }
     }
     async fn replace_pool(&self) {
         // As an operator and the next instance would: `params` deleted and recorded anew,
@@ -348,6 +367,21 @@ impl Fixture for EtcdFixture {
     }
     async fn delete_mark(&self) {
         self.delete(&self.paths.mark(SLOT)).await;
+    }
+    async fn delete_witness(&self) {
+        self.delete(&self.paths.witness(SLOT)).await;
+    }
+    async fn witness(&self) -> u64 {
+        use idcar::lease::etcd::pb::etcdserverpb as rpc;
+        let req = rpc::RangeRequest {
+            key: self.paths.witness(SLOT).into_bytes(),
+            ..Default::default()
+        };
+        let r = self.client.range("read", req).await.unwrap();
+        r.kvs
+            .first()
+            .and_then(|kv| idcar::lease::zk::tree::parse_mark(&kv.value))
+            .unwrap_or(0)
     }
     async fn replace_pool(&self) {
         self.delete(&self.paths.params()).await;
@@ -905,6 +939,28 @@ async fn successor_floor_after_tampering<F: Fixture>(delete: bool) {
     assert_eq!(b.release(None).await, Outcome::Released);
 }
 
+/// Someone deletes the slot's witness under its holder (in ZooKeeper the whole `witness/`
+/// directory): the holder's next write finds it missing, recreates it and writes it again —
+/// the same lease goes on, and the witness covers the mark once more.
+async fn a_deleted_witness_is_written_back<F: Fixture>() {
+    let f = F::new().await;
+    let mut r = run(f.holder().await, Arc::new(SystemClock), PASS).await;
+    let w = r.window(|_| true).await;
+    assert!(f.witness().await >= w.mark);
+    f.delete_witness().await;
+    assert_eq!(f.witness().await, 0);
+    let later = r.window(|l| l.mark > w.mark + 300).await;
+    assert_eq!(later.generation, w.generation, "the same lease went on");
+    assert_eq!(r.losses("stolen"), 0);
+    assert!(
+        f.witness().await >= later.mark,
+        "witness {} below the mark {}",
+        f.witness().await,
+        later.mark
+    );
+    assert_eq!(r.release(None).await, Outcome::Released);
+}
+
 async fn a_mark_lowered_with_its_holder_gone_still_floors_the_successor<F: Fixture>() {
     successor_floor_after_tampering::<F>(false).await;
 }
@@ -976,7 +1032,8 @@ mod pools {
             ZkFixture;
             a_replaced_pool_stops_the_holder,
             a_mark_lowered_with_its_holder_gone_still_floors_the_successor,
-            a_mark_deleted_with_its_holder_gone_still_floors_the_successor
+            a_mark_deleted_with_its_holder_gone_still_floors_the_successor,
+            a_deleted_witness_is_written_back
         );
     }
     mod etcd {
@@ -985,7 +1042,8 @@ mod pools {
             EtcdFixture;
             a_replaced_pool_stops_the_holder,
             a_mark_lowered_with_its_holder_gone_still_floors_the_successor,
-            a_mark_deleted_with_its_holder_gone_still_floors_the_successor
+            a_mark_deleted_with_its_holder_gone_still_floors_the_successor,
+            a_deleted_witness_is_written_back
         );
     }
 }

@@ -62,7 +62,7 @@ pub enum Kind {
     /// ones (see `procs::Reconfig`), one sidecar restarted with them; the others stop and
     /// disagree. Healed by restarting it plain and deleting `params` again.
     Reconfigure,
-    /// A static instance (a state file, generator = the pool's size: outside the pool) is
+    /// A static instance (a state file, generator = the pool's size + 1: outside the pool, even one a reconfigure made larger) is
     /// started beside the sidecars; an operator deletes its lock file and starts a second one
     /// on the same state file, which must be refused while the first serves on.
     Lock,
@@ -276,6 +276,9 @@ pub struct Nemesis {
     pub violations: Vec<(&'static str, String)>,
     /// Lock faults so far (each its own state file).
     locks: u32,
+    /// Until when, after a reconfigure fault healed, a sidecar refused at start (it read the
+    /// reconfigured parameters) is expected.
+    refusals_until: Option<Instant>,
 }
 
 const MAX_ACTIVE: usize = 3;
@@ -300,6 +303,7 @@ impl Nemesis {
             snapshot: None,
             violations: Vec::new(),
             locks: 0,
+            refusals_until: None,
         }
     }
 
@@ -329,11 +333,17 @@ impl Nemesis {
             .any(|a| a.fault.kind == Kind::Reconfigure);
         for s in 0..cl.sidecars.len() {
             if !self.busy_sidecar(s) && cl.sidecars[s].running() && cl.sidecars[s].reap("itself") {
-                if reconfigured {
-                    // Restarted (a fault healed) into a pool whose parameters it disagrees
-                    // with: refused at start, as it must be. Started again when the pool's
-                    // parameters are back.
-                    continue;
+                // Restarted (a fault healed) into a pool whose parameters it disagrees with:
+                // refused at start, as it must be. Started again when the pool's parameters
+                // are back (at once, if they are already).
+                if refused_at_start(&cl.sidecars[s]) {
+                    if reconfigured {
+                        continue;
+                    }
+                    if self.refusals_until.is_some_and(|t| now < t) {
+                        cl.sidecars[s].spawn(spec, 0)?;
+                        continue;
+                    }
                 }
                 let h = cl.sidecars[s].history.last().cloned();
                 if let Some(h) = h {
@@ -826,6 +836,11 @@ impl Nemesis {
             }
             Heal::Nothing => {}
             Heal::Lock(pair) => {
+                // Refused at once, normally; a busy neighbour may slow it (bounded).
+                let until = Instant::now() + Duration::from_secs(5);
+                while matches!(pair.second.try_wait(), Ok(None)) && Instant::now() < until {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
                 let second = pair.second.try_wait();
                 let said = std::fs::read_to_string(&pair.second_log).unwrap_or_default();
                 let refused = matches!(&second, Ok(Some(st)) if !st.success())
@@ -882,11 +897,27 @@ impl Nemesis {
                     .filter(|&(j, _)| j != i)
                     .filter_map(|(_, a)| a.fault.sidecar)
                     .collect();
-                for x in 0..cl.sidecars.len() {
-                    if !cl.sidecars[x].running() && !others.contains(&x) {
-                        cl.sidecars[x].spawn(spec, 0)?;
+                for x in (0..cl.sidecars.len()).filter(|x| !others.contains(x)) {
+                    // Exited but not reaped yet: refused at start, or a crash to report.
+                    if cl.sidecars[x].running() {
+                        if !cl.sidecars[x].reap("itself") {
+                            continue;
+                        }
+                        if !refused_at_start(&cl.sidecars[x]) {
+                            let h = cl.sidecars[x].history.last().cloned();
+                            if let Some(h) = h {
+                                self.unexpected_exits.push((
+                                    x,
+                                    h.number,
+                                    h.ended_by.unwrap_or_default(),
+                                ));
+                            }
+                        }
                     }
+                    cl.sidecars[x].spawn(spec, 0)?;
                 }
+                // One restarted just before may still be refused: expected for a while.
+                self.refusals_until = Some(Instant::now() + Duration::from_secs(10));
             }
             Heal::CutRelease { s, cut, since } => {
                 let (s, since) = (*s, *since);
@@ -929,7 +960,16 @@ impl Drop for Nemesis {
     }
 }
 
-/// Starts a static instance on a new state file (generator = the pool's size: outside it),
+/// Whether the sidecar's last incarnation was refused at start by a pool whose parameters it
+/// disagrees with (its log says so).
+fn refused_at_start(sc: &crate::procs::Sidecar) -> bool {
+    sc.history.last().is_some_and(|h| {
+        std::fs::read_to_string(&h.log)
+            .is_ok_and(|l| l.contains("parameters differ from those of the pool"))
+    })
+}
+
+/// Starts a static instance on a new state file (generator = the pool's size + 1: outside it),
 /// waits (bounded) until it serves, deletes its lock file and starts a second one on the same
 /// state file. `None` (and a violation) if the first never served.
 fn lock_fault(
@@ -937,8 +977,10 @@ fn lock_fault(
     n: u32,
     violations: &mut Vec<(&'static str, String)>,
 ) -> Result<Option<StaticPair>> {
-    if spec.pool_size >= spec.scheme.slots {
-        return Ok(None); // no generator outside the pool
+    // Outside the pool, and outside the one a reconfigure fault may make one larger.
+    let generator = spec.pool_size + 1;
+    if generator >= spec.scheme.slots {
+        return Ok(None);
     }
     let dir = spec.dir.join(format!("static{n}"));
     std::fs::create_dir_all(&dir)?;
@@ -956,7 +998,7 @@ fn lock_fault(
             .args(["--admin-addr", "none", "--log-format", "json"])
             .args(["--layout", &spec.layout])
             .args(["--cluster-id", &spec.cluster.to_string()])
-            .args(["--generator-id", &spec.pool_size.to_string()])
+            .args(["--generator-id", &generator.to_string()])
             .stdin(Stdio::null())
             .stdout(out.try_clone()?)
             .stderr(out)
@@ -988,8 +1030,17 @@ fn lock_fault(
     }
     let mut lock = state.clone().into_os_string();
     lock.push(".lock");
-    std::fs::remove_file(&lock)?;
-    let (second, _, second_log) = start(2)?;
+    let second = std::fs::remove_file(&lock)
+        .map_err(anyhow::Error::from)
+        .and_then(|()| start(2));
+    let (second, _, second_log) = match second {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = first.kill();
+            let _ = first.wait();
+            return Err(e);
+        }
+    };
     Ok(Some(StaticPair {
         first,
         second,

@@ -129,10 +129,17 @@ pub(crate) fn stored(
     }
 }
 
-/// A witness key's mark (missing or unreadable: 0, the mark still stands).
+/// A witness key's mark (missing: 0; unreadable: 0, said — the mark still stands).
 pub(crate) fn witness(kv: Option<&super::pb::mvccpb::KeyValue>) -> u64 {
-    kv.and_then(|kv| parse_mark_and_token(&kv.value))
-        .map_or(0, |(m, _)| m)
+    let Some(kv) = kv else { return 0 };
+    parse_mark_and_token(&kv.value).map_or_else(
+        || {
+            let key = String::from_utf8_lossy(&kv.key);
+            tracing::warn!(%key, "the slot's witness is unreadable; the mark alone floors the claim");
+            0
+        },
+        |(m, _)| m,
+    )
 }
 
 impl EtcdMarks {

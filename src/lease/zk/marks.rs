@@ -80,27 +80,47 @@ impl ZkMarks {
         Ok(stored)
     }
 
-    /// Reads `witness/N`, creating it at 0 when missing (an unreadable one counts as 0: the
-    /// mark still stands).
+    /// Reads `witness/N`, creating it at 0 when missing (an unreadable one counts as 0, said:
+    /// the mark still stands).
     async fn read_witness(&self, slot: u32) -> Result<u64, Unreadable> {
         let path = self.paths.witness(slot);
-        let persistent = zk::CreateMode::Persistent.with_acls(acls(self.auth));
         for _ in 0..3 {
             match self.client.get_data(&path).await {
-                Ok((data, _)) => return Ok(parse_mark(&data).unwrap_or(0)),
-                Err(zk::Error::NoNode) => {
-                    match self.client.create(&path, b"0", &persistent).await {
-                        Ok(_) => return Ok(0),
-                        Err(zk::Error::NodeExists) => continue,
-                        Err(e) => return Err(Unreadable::Zk(e)),
-                    }
+                Ok((data, _)) => {
+                    return Ok(parse_mark(&data).unwrap_or_else(|| {
+                        tracing::warn!(%path, "the slot's witness is unreadable; the mark alone floors the claim");
+                        0
+                    }))
                 }
+                Err(zk::Error::NoNode) => match self.create_witness(slot, b"0").await {
+                    Ok(()) => return Ok(0),
+                    Err(zk::Error::NodeExists) => continue,
+                    Err(e) => return Err(Unreadable::Zk(e)),
+                },
                 Err(e) => return Err(Unreadable::Zk(e)),
             }
         }
         Err(Unreadable::Zk(zk::Error::UnexpectedError(format!(
             "{path} keeps changing"
         ))))
+    }
+
+    /// Creates `witness/N` holding `data`, and `witness/` first if someone deleted it.
+    async fn create_witness(&self, slot: u32, data: &[u8]) -> Result<(), zk::Error> {
+        let persistent = zk::CreateMode::Persistent.with_acls(acls(self.auth));
+        let path = self.paths.witness(slot);
+        match self.client.create(&path, data, &persistent).await {
+            Err(zk::Error::NoNode) => {
+                self.client
+                    .mkdir(&self.paths.witnesses(), &persistent)
+                    .await?;
+                self.client
+                    .create(&path, data, &persistent)
+                    .await
+                    .map(|_| ())
+            }
+            r => r.map(|_| ()),
+        }
     }
 
     /// Reads `marks/N` and its version, creating it at 0 when missing (a slot never used;
@@ -277,11 +297,10 @@ impl MarkStore for ZkMarks {
         if self.witness {
             // Deleted by someone else: recreated holding the mark last written, so that the
             // write that found it missing can be made again (as a lowered mark's write-back).
-            let persistent = zk::CreateMode::Persistent.with_acls(acls(self.auth));
             let data = mark_data(claim.mark, &claim.token_hex());
             let path = self.paths.witness(claim.slot);
-            match self.client.create(&path, &data, &persistent).await {
-                Ok(_) => {
+            match self.create_witness(claim.slot, &data).await {
+                Ok(()) => {
                     tracing::warn!(%path, "the slot's witness was deleted by someone else; recreated");
                 }
                 Err(zk::Error::NodeExists) => {}
