@@ -26,6 +26,7 @@ use clap::Parser;
 use idcar::clock::SystemClock;
 use idcar::layout::{by_name, LayoutParams};
 use idcar::lease::etcd::{self, EtcdAccess, EtcdConfig};
+use idcar::lease::pool::PoolConfig;
 use idcar::lease::protocol::Timing;
 use idcar::lease::zk::{self, ZkConfig};
 use idcar::lease::{LeaseHandle, LeaseState};
@@ -85,46 +86,34 @@ fn negotiator(args: &Args, root: &str, cluster: u8) -> (LeaseHandle, Arc<Metrics
     let metrics = Arc::new(Metrics::new("lable64", cluster));
     let params = vec![("layout".to_string(), "lable64".to_string())];
     let clock = Arc::new(SystemClock);
+    let pool = PoolConfig {
+        root: root.to_string(),
+        layout: "lable64",
+        cluster,
+        pool_size: 64,
+        prefer: None,
+        timing: timing(args),
+        pod: None,
+        pool_params: params,
+        planted: Default::default(),
+        part: Default::default(),
+    };
     let lease = match &args.etcd {
-        None => zk::start(
-            ZkConfig {
+        None => {
+            let store = ZkConfig {
                 connect: args.zk.clone(),
-                root: root.to_string(),
-                layout: "lable64",
-                cluster,
-                pool_size: 64,
-                prefer: None,
                 session_timeout: Duration::from_secs(6),
-                timing: timing(args),
                 access: idcar::lease::zk::Access::none(),
-                pod: None,
-                pool_params: params,
-                planted: Default::default(),
-                part: Default::default(),
-            },
-            scheme,
-            clock,
-            metrics.clone(),
-        ),
-        Some(endpoints) => etcd::start(
-            EtcdConfig {
+            };
+            zk::start(store, pool, scheme, clock, metrics.clone())
+        }
+        Some(endpoints) => {
+            let store = EtcdConfig {
                 access: EtcdAccess::new(endpoints, None, None).expect("--etcd endpoints"),
-                prefix: root.to_string(),
-                layout: "lable64",
-                cluster,
-                pool_size: 64,
-                prefer: None,
                 ttl: args.etcd_ttl,
-                timing: timing(args),
-                pod: None,
-                pool_params: params,
-                planted: Default::default(),
-                part: Default::default(),
-            },
-            scheme,
-            clock,
-            metrics.clone(),
-        ),
+            };
+            etcd::start(store, pool, scheme, clock, metrics.clone())
+        }
     };
     (lease, metrics)
 }

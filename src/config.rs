@@ -143,7 +143,7 @@ impl EtcdConn {
             (None, _, _) => {
                 return usage("--etcd-tls-cert and --etcd-tls-key need --etcd-tls-ca (TLS to etcd)")
             }
-            (Some(ca), cert, key) => Some(crate::lease::zk::TlsFiles {
+            (Some(ca), cert, key) => Some(crate::lease::tls::TlsFiles {
                 ca: ca.clone(),
                 identity: cert.clone().zip(key.clone()),
             }),
@@ -206,7 +206,7 @@ impl ZkConn {
             (None, _, _) => {
                 return usage("--zk-tls-cert and --zk-tls-key need --zk-tls-ca (TLS to ZooKeeper)")
             }
-            (Some(ca), cert, key) => Some(crate::lease::zk::TlsFiles {
+            (Some(ca), cert, key) => Some(crate::lease::tls::TlsFiles {
                 ca: ca.clone(),
                 identity: cert.clone().zip(key.clone()),
             }),

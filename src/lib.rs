@@ -9,9 +9,10 @@
 //! - [`clock`], [`timer`]: the wall clock seam and precise sub-millisecond waits.
 //! - [`lease`]: who may issue for which slot up to which time. [`lease::protocol`] is the one
 //!   lease protocol and **the uniqueness invariant**, over a store seam
-//!   ([`lease::store::MarkStore`]); [`lease::local`] keeps a static slot's mark in a state
-//!   file, [`lease::zk`] negotiates a slot in ZooKeeper; [`lease::runtime`] runs them on their
-//!   own thread.
+//!   ([`lease::store::MarkStore`]); [`lease::pool`] is the one negotiation of a slot over a
+//!   coordinating store's seam ([`lease::zk`]: ZooKeeper, [`lease::etcd`]: etcd);
+//!   [`lease::local`] keeps a static slot's mark in a state file; [`lease::runtime`] runs
+//!   them on their own thread.
 //! - [`service`]: generator + lease + clock, the one entry point for issuing IDs.
 //! - [`server`]: the Unix-socket API (HTTP/1.1 and a binary protocol) and the admin listener.
 //! - [`metrics`]: every Prometheus metric, typed.

@@ -12,11 +12,12 @@ use idcar::clock::{Clock, ManualClock, SystemClock};
 use idcar::layout::{by_name, LayoutParams};
 use idcar::lease::etcd::{Etcd as EtcdClient, EtcdMarks};
 use idcar::lease::local::FileMarks;
+use idcar::lease::pool::Paths;
 use idcar::lease::protocol::{
     self, Claim, MarkStore, Outcome, Protocol, Recheck, StoreError, Stored, Timing,
 };
 use idcar::lease::stop::Stop;
-use idcar::lease::zk::{Paths, PoolFence, ZkMarks};
+use idcar::lease::zk::{PoolFence, ZkMarks};
 use idcar::lease::{Issued, LeaseState, Window};
 use idcar::metrics::Metrics;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -186,7 +187,7 @@ impl Fixture for ZkFixture {
     }
     async fn stored(&self) -> u64 {
         match self.client.get_data(&self.paths.mark(SLOT)).await {
-            Ok((d, _)) => idcar::lease::zk::tree::parse_mark(&d).unwrap(),
+            Ok((d, _)) => idcar::lease::pool::tree::parse_mark(&d).unwrap(),
             Err(zk::Error::NoNode) => 0,
             Err(e) => panic!("{e}"),
         }
@@ -204,7 +205,7 @@ impl Fixture for ZkFixture {
     }
     async fn witness(&self) -> u64 {
         match self.client.get_data(&self.paths.witness(SLOT)).await {
-            Ok((d, _)) => idcar::lease::zk::tree::parse_mark(&d).unwrap_or(0),
+            Ok((d, _)) => idcar::lease::pool::tree::parse_mark(&d).unwrap_or(0),
             Err(zk::Error::NoNode) => 0,
             Err(e) => panic!("{e}"),
         }
@@ -380,7 +381,7 @@ impl Fixture for EtcdFixture {
         let r = self.client.range("read", req).await.unwrap();
         r.kvs
             .first()
-            .and_then(|kv| idcar::lease::zk::tree::parse_mark(&kv.value))
+            .and_then(|kv| idcar::lease::pool::tree::parse_mark(&kv.value))
             .unwrap_or(0)
     }
     async fn replace_pool(&self) {
@@ -402,7 +403,7 @@ impl Fixture for EtcdFixture {
             .await
             .unwrap();
         r.kvs.first().map_or(0, |kv| {
-            idcar::lease::zk::tree::parse_mark(&kv.value).unwrap()
+            idcar::lease::pool::tree::parse_mark(&kv.value).unwrap()
         })
     }
 }
@@ -544,24 +545,23 @@ fn protocol(clock: Arc<dyn Clock>) -> (Protocol, watch::Receiver<LeaseState>) {
     let scheme = by_name("lable64", LayoutParams::default())
         .unwrap()
         .scheme();
-    let (tx, rx) = watch::channel(LeaseState::Pending {
-        reason: "test".into(),
-    });
-    let p = Protocol {
+    let timing = Timing {
+        horizon: HORIZON,
+        renew_every: Duration::from_millis(100),
+        max_clock_wait: Duration::from_secs(3),
+        starve: Duration::ZERO,
+    };
+    let metrics = Arc::new(Metrics::new("lable64", 0));
+    let planted = Default::default();
+    Protocol::new(
         scheme,
         clock,
-        metrics: Arc::new(Metrics::new("lable64", 0)),
-        timing: Timing {
-            horizon: HORIZON,
-            renew_every: Duration::from_millis(100),
-            max_clock_wait: Duration::from_secs(3),
-            starve: Duration::ZERO,
-        },
-        tx,
-        planted: Default::default(),
-        part: Default::default(),
-    };
-    (p, rx)
+        metrics,
+        timing,
+        planted,
+        Default::default(),
+        "test",
+    )
 }
 
 /// Claims the slot in `store` (reading its mark) and runs the hold loop on a task.

@@ -463,7 +463,7 @@ async fn k_slots_with_etcd() {
         let v = etcd
             .etcdctl(0, &["get", "--print-value-only", &key])
             .unwrap();
-        let mark = idcar::lease::zk::tree::parse_mark(v.trim().as_bytes()).expect(&v);
+        let mark = idcar::lease::pool::tree::parse_mark(v.trim().as_bytes()).expect(&v);
         assert_eq!(
             mark, ts,
             "slot {g} written down to the highest time issued from it"

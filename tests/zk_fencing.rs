@@ -23,7 +23,7 @@ async fn a_stolen_lease_is_lost_counted_and_claimed_again() {
     let c = zk.client().await;
     let path = "/idcar/lable64/4/marks/0";
     let (data, _) = c.get_data(path).await.unwrap();
-    let theirs = idcar::lease::zk::tree::parse_mark(&data).unwrap() + 1_000;
+    let theirs = idcar::lease::pool::tree::parse_mark(&data).unwrap() + 1_000;
     c.set_data(path, theirs.to_string().as_bytes(), None)
         .await
         .unwrap();

@@ -9,7 +9,8 @@ mod common;
 
 use common::zk::{client_with, serve_args, start, Zk};
 use common::*;
-use idcar::lease::zk::{Access, TlsFiles};
+use idcar::lease::tls::TlsFiles;
+use idcar::lease::zk::Access;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};

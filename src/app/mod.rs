@@ -136,7 +136,7 @@ async fn pool(cfg: PoolConfig) -> anyhow::Result<ExitCode> {
     if cfg.json {
         println!("{}", serde_json::to_string_pretty(&reports)?);
     } else {
-        print!("{}", zk::pool::render(&reports));
+        print!("{}", crate::lease::pool::report::render(&reports));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -6,6 +6,7 @@ use crate::config::{LeaseSource, ServeConfig, UsageError};
 use crate::descriptors;
 use crate::lease::etcd::{self, EtcdConfig};
 use crate::lease::local::{self, LocalConfig};
+use crate::lease::pool::PoolConfig;
 use crate::lease::runtime::LeaseRuntime;
 use crate::lease::zk::{self, ZkConfig};
 use crate::lease::{Leases, Part};
@@ -195,54 +196,56 @@ fn start_leases(
         )
         .map(|l| vec![l])
         .context("cannot take the static lease")?,
-        LeaseSource::Zk(z) => Part::all(z.slots)
-            .map(|part| {
-                zk::start(
-                    ZkConfig {
-                        connect: z.conn.connect.clone(),
-                        root: z.conn.root.clone(),
-                        layout: cfg.layout.name(),
-                        cluster: cfg.cluster,
-                        pool_size: z.pool_size,
-                        prefer: part.prefer(z.prefer, z.pool_size),
-                        session_timeout: z.conn.session_timeout,
-                        timing: cfg.timings,
-                        access: z.conn.access.clone(),
-                        pod: z.pod.clone(),
-                        pool_params: cfg.params.clone(),
-                        planted: cfg.planted,
-                        part,
-                    },
-                    scheme,
-                    clock.clone(),
-                    metrics.clone(),
-                )
-            })
-            .collect(),
-        LeaseSource::Etcd(e) => Part::all(e.slots)
-            .map(|part| {
-                etcd::start(
-                    EtcdConfig {
-                        access: e.conn.access.clone(),
-                        prefix: e.conn.prefix.clone(),
-                        layout: cfg.layout.name(),
-                        cluster: cfg.cluster,
-                        pool_size: e.pool_size,
-                        prefer: part.prefer(e.prefer, e.pool_size),
-                        ttl: e.conn.ttl,
-                        timing: cfg.timings,
-                        pod: e.pod.clone(),
-                        pool_params: cfg.params.clone(),
-                        planted: cfg.planted,
-                        part,
-                    },
-                    scheme,
-                    clock.clone(),
-                    metrics.clone(),
-                )
-            })
-            .collect(),
+        LeaseSource::Zk(z) => {
+            let store = ZkConfig {
+                connect: z.conn.connect.clone(),
+                session_timeout: z.conn.session_timeout,
+                access: z.conn.access.clone(),
+            };
+            Part::all(z.slots)
+                .map(|part| {
+                    let pool = pool_config(cfg, &z.conn.root, z.pool_size, z.prefer, &z.pod, part);
+                    zk::start(store.clone(), pool, scheme, clock.clone(), metrics.clone())
+                })
+                .collect()
+        }
+        LeaseSource::Etcd(e) => {
+            let store = EtcdConfig {
+                access: e.conn.access.clone(),
+                ttl: e.conn.ttl,
+            };
+            Part::all(e.slots)
+                .map(|part| {
+                    let pool =
+                        pool_config(cfg, &e.conn.prefix, e.pool_size, e.prefer, &e.pod, part);
+                    etcd::start(store.clone(), pool, scheme, clock.clone(), metrics.clone())
+                })
+                .collect()
+        }
     }))
+}
+
+/// What one lease of a negotiated pool needs to know, whatever the store.
+fn pool_config(
+    cfg: &ServeConfig,
+    root: &str,
+    pool_size: u32,
+    prefer: Option<u32>,
+    pod: &Option<String>,
+    part: Part,
+) -> PoolConfig {
+    PoolConfig {
+        root: root.to_string(),
+        layout: cfg.layout.name(),
+        cluster: cfg.cluster,
+        pool_size,
+        prefer: part.prefer(prefer, pool_size),
+        timing: cfg.timings,
+        pod: pod.clone(),
+        pool_params: cfg.params.clone(),
+        planted: cfg.planted,
+        part,
+    }
 }
 
 fn log_serving(cfg: &ServeConfig, bound: &Bound) {

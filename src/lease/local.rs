@@ -16,7 +16,7 @@ use super::planted::PlantedBug;
 use super::protocol::{self, Claim, MarkStore, Outcome, Protocol, StoreError, Stored, Timing};
 use super::statefile::StateFile;
 use super::stop::Stop;
-use super::{Issued, LeaseError, LeaseHandle, LeaseState};
+use super::{Issued, LeaseError, LeaseHandle};
 use crate::clock::Clock;
 use crate::layout::Scheme;
 use crate::metrics::Metrics;
@@ -228,7 +228,7 @@ async fn maintain(
                 if let Err(i) = protocol::wait_far_ahead(&p, &cfg.key, claim.floor, &mut stop).await
                 {
                     tracing::debug!(?i, "stopped while waiting for a mark far ahead");
-                    p.tx.send_replace(LeaseState::Released);
+                    p.released();
                     return Ok(());
                 }
             }
@@ -242,7 +242,7 @@ async fn maintain(
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot read the state file; retrying");
                     if stop.sleep(backoff.next_wait()).await.is_err() {
-                        p.tx.send_replace(LeaseState::Released);
+                        p.released();
                         return Ok(());
                     }
                 }
@@ -257,7 +257,7 @@ mod tests {
     use super::*;
     use crate::clock::ManualClock;
     use crate::layout::{by_name, LayoutParams};
-    use crate::lease::Window;
+    use crate::lease::{LeaseState, Window};
 
     fn setup(dir: &std::path::Path, wait: Duration) -> (LocalConfig, Scheme) {
         let scheme = by_name("lable64", LayoutParams::default())

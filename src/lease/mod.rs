@@ -5,32 +5,38 @@
 //! that channel and installs each [`Window`] in the generator. [`LeaseHandle::release`] hands
 //! the task the highest tick issued so it can write the mark down before letting go.
 //!
-//! [`protocol`] is the one lease protocol — wait past the mark, write ahead by
-//! compare-and-set, publish, renew, lapse, release — and the invariant it keeps, over a small
-//! store seam ([`store::MarkStore`]). The stores, and how each hands out slots: [`local`]
-//! (a static slot, its mark in a state file), [`zk`] (a slot negotiated in ZooKeeper, its
-//! mark in a znode) and [`etcd`] (a slot negotiated in etcd, its mark in a key); the two that
-//! negotiate share the loop of `holding`. [`stop`] ends any wait on the release request or a
-//! session's end.
+//! Two seams, each with one implementation of what is done over it:
+//!
+//! - [`protocol`] is the one lease protocol — wait past the mark, write ahead by
+//!   compare-and-set, publish, renew, lapse, release — and the invariant it keeps, over the
+//!   mark seam ([`store::MarkStore`]);
+//! - [`pool`] is the one negotiation of a slot — session loop, parameter agreement, queue,
+//!   claim, hold, claim again — over the seam of a coordinating store ([`pool::Store`],
+//!   [`pool::Session`]).
+//!
+//! The stores: [`local`] (a static slot, its mark in a state file: a `MarkStore` only),
+//! [`zk`] (ZooKeeper: marks in znodes, slots negotiated in a session) and [`etcd`] (etcd:
+//! marks in keys, slots negotiated under an etcd lease); [`tls`] is the certificate and
+//! credential files both negotiating stores read. [`stop`] ends any wait on the release
+//! request or a session's end.
 
 pub mod etcd;
-pub(crate) mod holding;
 pub mod identity;
 pub mod local;
 pub mod pace;
 pub mod planted;
+pub mod pool;
 pub mod protocol;
 pub mod runtime;
 mod statefile;
 pub mod stop;
 pub mod store;
+pub mod tls;
 pub mod zk;
 
-use crate::clock::Clock;
+pub use protocol::Protocol;
+
 pub use crate::generator::{Issued, Window};
-use crate::layout::Scheme;
-use crate::metrics::Metrics;
-use planted::PlantedBug;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -265,7 +271,7 @@ impl Part {
         let written = Written::default();
         let holding = Arc::new(AtomicU64::new(0));
         let took = Arc::new(tokio::sync::Notify::new());
-        let process: Arc<str> = zk::tree::instance_id().into();
+        let process: Arc<str> = pool::tree::instance_id().into();
         (0..of).map(move |index| Part {
             index,
             of,
@@ -337,87 +343,6 @@ impl Part {
     }
 }
 
-/// What every lease shares: layout, clock, timings, metrics and the channel the lease is
-/// published on.
-pub struct Protocol {
-    pub scheme: Scheme,
-    pub clock: Arc<dyn Clock>,
-    pub metrics: Arc<Metrics>,
-    pub timing: Timing,
-    pub tx: watch::Sender<LeaseState>,
-    /// Testing aid (cargo feature `fault-injection`): a deliberate bug for the campaign.
-    pub planted: PlantedBug,
-    /// Which of the instance's leases this is.
-    pub part: Part,
-}
-
-impl Protocol {
-    /// A protocol context and the receiver of what it publishes, starting as "pending" for
-    /// `reason`.
-    pub fn new(
-        scheme: Scheme,
-        clock: Arc<dyn Clock>,
-        metrics: Arc<Metrics>,
-        timing: Timing,
-        planted: PlantedBug,
-        part: Part,
-        reason: &str,
-    ) -> (Protocol, watch::Receiver<LeaseState>) {
-        let (tx, rx) = watch::channel(LeaseState::Pending {
-            reason: reason.into(),
-        });
-        let p = Protocol {
-            scheme,
-            clock,
-            metrics,
-            timing,
-            tx,
-            planted,
-            part,
-        };
-        (p, rx)
-    }
-
-    pub fn now_tick(&self) -> u64 {
-        self.scheme.now_tick(&*self.clock)
-    }
-
-    /// How long until the clock is past `mark`.
-    pub fn wait_past(&self, mark: u64) -> Duration {
-        self.scheme.wait_past(mark, self.clock.now_unix_ns())
-    }
-
-    /// Publishes "no lease yet", with why.
-    pub fn pending(&self, reason: impl Into<String>) {
-        self.tx.send_replace(LeaseState::Pending {
-            reason: reason.into(),
-        });
-    }
-
-    /// Publishes a failure for good, and returns it.
-    pub fn fail(&self, e: LeaseError) -> LeaseError {
-        self.tx.send_replace(LeaseState::Failed {
-            reason: e.to_string(),
-        });
-        e
-    }
-
-    /// The testing aid [`Timing::starve`]: zero unless built with `fault-injection`.
-    pub(crate) fn starve(&self) -> Duration {
-        #[cfg(feature = "fault-injection")]
-        return self.timing.starve;
-        #[cfg(not(feature = "fault-injection"))]
-        Duration::ZERO
-    }
-
-    pub(crate) fn planted(&self) -> PlantedBug {
-        #[cfg(feature = "fault-injection")]
-        return self.planted;
-        #[cfg(not(feature = "fault-injection"))]
-        PlantedBug::None
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::Part;
@@ -458,8 +383,8 @@ mod tests {
 
     #[test]
     fn a_spare_gives_way_only_to_instances_holding_none() {
-        use super::holding::spare_may_take;
-        use super::zk::tree::Owner;
+        use super::pool::holding::spare_may_take;
+        use super::pool::tree::Owner;
         let owner = |process: Option<&str>, spare: bool| {
             let mut o = Owner::for_this_process("s".into(), "i", None, &Part::default(), 0);
             o.process = process.map(str::to_string);
@@ -496,8 +421,8 @@ mod tests {
 
     #[test]
     fn a_slot_is_given_back_once_the_same_hungry_head_is_seen_twice() {
-        use super::holding::give_back_now;
-        use super::zk::tree::Owner;
+        use super::pool::holding::give_back_now;
+        use super::pool::tree::Owner;
         let parts: Vec<Part> = Part::all(3).collect();
         let hungry = |key: &str| {
             let o = Owner::for_this_process("s".into(), "i", None, &Part::default(), 0);

@@ -45,23 +45,122 @@
 //!   its floor, and a new generation of window never reuses a tick of the old one;
 //! - ticks are the layout's time unit from its epoch (`Scheme::tick_at`, `crate::layout`),
 //!   the same for every holder of a pool — which the pool's recorded parameters check
-//!   (`zk::params`, and `params` in etcd: a claim is made only while they are the ones
-//!   agreed);
+//!   (`crate::lease::pool::params`: a claim is made only while they are the ones agreed);
 //! - a store's compare-and-set is linearizable (ZooKeeper's `multi`, etcd's transactions; the
 //!   state file is written only under its exclusive lock, by one process);
-//! - only the holder of a claim writes a slot's mark (a claim is made before its mark is read:
-//!   `zk::claim` creates `slots/N`, then reads `marks/N`; `etcd::claim` puts `slots/N` and
-//!   reads `marks/N` in one transaction).
+//! - only the holder of a claim writes a slot's mark (a claim is made before its mark is read,
+//!   or with it: `crate::lease::pool::Session::take` — ZooKeeper creates `slots/N`, then
+//!   reads `marks/N`; etcd puts `slots/N` and reads `marks/N` in one transaction).
 
 pub use super::store::{Claim, MarkStore, Recheck, StoreError, Stored};
-pub use super::{Protocol, Timing};
+pub use super::Timing;
 
 use super::pace::Pace;
 use super::planted::PlantedBug;
 use super::stop::{Interrupted, Stop};
-use super::{Issued, LeaseState, Window};
+use super::{Issued, LeaseError, LeaseState, Part, Window};
+use crate::clock::Clock;
+use crate::layout::Scheme;
+use crate::metrics::Metrics;
 use std::future::Future;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// What every lease shares: layout, clock, timings, metrics and the channel the lease is
+/// published on.
+pub struct Protocol {
+    pub scheme: Scheme,
+    pub clock: Arc<dyn Clock>,
+    pub metrics: Arc<Metrics>,
+    pub timing: Timing,
+    /// Only the protocol publishes lease states: through [`Protocol::pending`],
+    /// [`Protocol::lost`], [`Protocol::released`], [`Protocol::fail`] and its own hold loop.
+    tx: watch::Sender<LeaseState>,
+    /// Testing aid (cargo feature `fault-injection`): a deliberate bug for the campaign.
+    pub planted: PlantedBug,
+    /// Which of the instance's leases this is.
+    pub part: Part,
+}
+
+impl Protocol {
+    /// A protocol context and the receiver of what it publishes, starting as "pending" for
+    /// `reason`.
+    pub fn new(
+        scheme: Scheme,
+        clock: Arc<dyn Clock>,
+        metrics: Arc<Metrics>,
+        timing: Timing,
+        planted: PlantedBug,
+        part: Part,
+        reason: &str,
+    ) -> (Protocol, watch::Receiver<LeaseState>) {
+        let (tx, rx) = watch::channel(LeaseState::Pending {
+            reason: reason.into(),
+        });
+        let p = Protocol {
+            scheme,
+            clock,
+            metrics,
+            timing,
+            tx,
+            planted,
+            part,
+        };
+        (p, rx)
+    }
+
+    pub fn now_tick(&self) -> u64 {
+        self.scheme.now_tick(&*self.clock)
+    }
+
+    /// How long until the clock is past `mark`.
+    pub fn wait_past(&self, mark: u64) -> Duration {
+        self.scheme.wait_past(mark, self.clock.now_unix_ns())
+    }
+
+    /// Publishes "no lease yet", with why.
+    pub fn pending(&self, reason: impl Into<String>) {
+        self.tx.send_replace(LeaseState::Pending {
+            reason: reason.into(),
+        });
+    }
+
+    /// Publishes that the lease was lost and is being claimed again, with why.
+    pub fn lost(&self, reason: impl Into<String>) {
+        self.tx.send_replace(LeaseState::Lost {
+            reason: reason.into(),
+        });
+    }
+
+    /// Publishes that the lease was released on the owner's request.
+    pub fn released(&self) {
+        self.tx.send_replace(LeaseState::Released);
+    }
+
+    /// Publishes a failure for good, and returns it.
+    pub fn fail(&self, e: LeaseError) -> LeaseError {
+        self.tx.send_replace(LeaseState::Failed {
+            reason: e.to_string(),
+        });
+        e
+    }
+
+    /// The testing aid [`Timing::starve`]: zero unless built with `fault-injection`.
+    pub(crate) fn starve(&self) -> Duration {
+        #[cfg(feature = "fault-injection")]
+        return self.timing.starve;
+        #[cfg(not(feature = "fault-injection"))]
+        Duration::ZERO
+    }
+
+    pub(crate) fn planted(&self) -> PlantedBug {
+        #[cfg(feature = "fault-injection")]
+        return self.planted;
+        #[cfg(not(feature = "fault-injection"))]
+        PlantedBug::None
+    }
+}
 
 impl<V: Copy> Claim<V> {
     /// A claim on `slot` whose mark was read as `stored`.
@@ -93,8 +192,13 @@ pub enum Outcome {
     /// starts above `mark`, the highest mark this holder wrote ([`Claim::raise_floor`]),
     /// whatever the other writer left in the store.
     Stolen { slot: u32, mark: u64 },
-    /// The store's session ended. `holding`: a window was in force when it went.
-    SessionGone { reason: String, holding: bool },
+    /// The store's session ended. `holding`: a window was in force when it went; `refused`:
+    /// the store refused us ([`StoreError::Refused`]).
+    SessionGone {
+        reason: String,
+        holding: bool,
+        refused: bool,
+    },
     /// The pool's recorded parameters were deleted or recreated under this holder (its
     /// identity is gone): issuing stopped at once; agree on the pool again.
     PoolReplaced { reason: String },
@@ -272,10 +376,15 @@ pub async fn hold<S: MarkStore>(
                 unconfirmed.clear();
                 next = pace.next(took, p.wait_past(claim.mark));
             }
-            Err(StoreError::SessionGone(e)) => {
+            Err(e @ (StoreError::SessionGone(_) | StoreError::Refused(_))) => {
                 let holding = published && !lapsed;
+                let refused = matches!(e, StoreError::Refused(_));
                 let reason = format!("renewing: {e}");
-                return Outcome::SessionGone { reason, holding };
+                return Outcome::SessionGone {
+                    reason,
+                    holding,
+                    refused,
+                };
             }
             Err(StoreError::Conflict(e)) => match store.recheck(&claim).await {
                 Ok(Recheck::Ours(now))
@@ -292,10 +401,15 @@ pub async fn hold<S: MarkStore>(
                 Ok(Recheck::PoolReplaced(why)) => {
                     return replaced(p, store, &claim, &why);
                 }
-                Err(StoreError::SessionGone(why)) => {
+                Err(e @ (StoreError::SessionGone(_) | StoreError::Refused(_))) => {
                     let holding = published && !lapsed;
-                    let reason = format!("rechecking the slot: {why}");
-                    return Outcome::SessionGone { reason, holding };
+                    let refused = matches!(e, StoreError::Refused(_));
+                    let reason = format!("rechecking the slot: {e}");
+                    return Outcome::SessionGone {
+                        reason,
+                        holding,
+                        refused,
+                    };
                 }
                 Err(why) => {
                     // Cannot tell whose the slot is now: keep it (giving it back could hand a
@@ -405,6 +519,7 @@ async fn interrupted<S: MarkStore>(
         Interrupted::SessionEnded => Outcome::SessionGone {
             reason: "session ended while holding the lease".into(),
             holding,
+            refused: false,
         },
     }
 }
@@ -424,7 +539,7 @@ async fn abandon<S: MarkStore>(
         "released without the highest tick issued: the time mark in force stays"
     );
     if p.planted() == PlantedBug::AbandonToFloor {
-        p.tx.send_replace(LeaseState::Released);
+        p.released();
         let _ = store.write_down(claim, claim.floor).await;
         return Outcome::Abandoned;
     }
@@ -575,7 +690,7 @@ pub async fn release<S: MarkStore>(
     highest: Option<Issued>,
     unconfirmed: &[u64],
 ) -> Result<u64, StoreError> {
-    p.tx.send_replace(LeaseState::Released);
+    p.released();
     let down = mark_down(claim.slot, claim.floor, highest);
     let mut written = store.write_down(claim, down).await;
     if matches!(written, Err(StoreError::Conflict(_))) && !unconfirmed.is_empty() {

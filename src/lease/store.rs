@@ -21,6 +21,10 @@ pub enum StoreError {
     /// The store's session ended: every claim made in it is gone.
     #[error("{0}")]
     SessionGone(String),
+    /// The store refused our identity mid-session (a password rotated, a permission revoked):
+    /// taken as the session's end, and the next one waits a pause.
+    #[error("{0}")]
+    Refused(String),
     /// Cannot reach or write the store now (the write may still have been applied): the mark
     /// already written stays in force.
     #[error("{0}")]

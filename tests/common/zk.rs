@@ -238,7 +238,7 @@ impl Zk {
                     .get_data(&format!("/idcar/lable64/{cluster}/marks/{slot}"))
                     .await
                     .unwrap();
-                idcar::lease::zk::tree::parse_mark(&d).expect("a mark")
+                idcar::lease::pool::tree::parse_mark(&d).expect("a mark")
             })
         })
         .join()

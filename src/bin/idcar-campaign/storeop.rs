@@ -16,7 +16,7 @@
 use anyhow::{bail, Context, Result};
 use idcar::lease::etcd::pb::etcdserverpb as rpc;
 use idcar::lease::etcd::{Etcd, EtcdAccess};
-use idcar::lease::zk::tree::{parse_mark, parse_owner, Owner, Paths};
+use idcar::lease::pool::tree::{parse_mark, parse_owner, Owner, Paths};
 use rand::seq::IndexedRandom;
 use rand::SeedableRng;
 use std::time::Duration;

@@ -16,8 +16,7 @@
 use super::pb::etcdserverpb as rpc;
 use super::pb::etcdserverpb::{auth_client::AuthClient, kv_client::KvClient};
 use super::pb::etcdserverpb::{lease_client::LeaseClient, watch_client::WatchClient};
-use crate::lease::zk::access::{check_ca, check_digest, check_pair, read_files, AccessError};
-use crate::lease::zk::TlsFiles;
+use crate::lease::tls::{check_ca, check_digest, check_pair, read_files, AccessError, TlsFiles};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

@@ -19,8 +19,8 @@ use super::client::{Etcd, EtcdError};
 use super::pb::etcdserverpb as rpc;
 use super::pb::etcdserverpb::compare::{CompareResult, CompareTarget, TargetUnion};
 use super::pb::etcdserverpb::request_op::Request;
+use crate::lease::pool::tree::{mark_data, parse_mark_and_token, Paths};
 use crate::lease::protocol::{Claim, MarkStore, Recheck, StoreError, Stored};
-use crate::lease::zk::tree::{mark_data, parse_mark_and_token, Paths};
 
 /// One etcd lease's view of a pool's marks.
 pub struct EtcdMarks {
@@ -36,10 +36,6 @@ pub struct EtcdMarks {
     pub witness: bool,
 }
 
-/// How a round ended by etcd's refusal is told (the round then pauses, as a refusal at
-/// connect does).
-pub(crate) const REFUSED: &str = "etcd refused us";
-
 /// How an etcd error bears on a claim.
 ///
 /// etcd refusing us mid-lease (a password rotated to one we do not have yet, a permission
@@ -48,7 +44,7 @@ pub(crate) const REFUSED: &str = "etcd refused us";
 pub(crate) fn store_error(e: EtcdError) -> StoreError {
     match e {
         EtcdError::LeaseGone(why) => StoreError::SessionGone(why),
-        EtcdError::Refused(why) => StoreError::SessionGone(format!("{REFUSED}: {why}")),
+        EtcdError::Refused(why) => StoreError::Refused(format!("etcd refused us: {why}")),
         EtcdError::Unavailable(why) | EtcdError::Fatal(why) => StoreError::Unavailable(why),
     }
 }

@@ -4,11 +4,11 @@
 use super::client::{prefix_end, Etcd, EtcdError};
 use super::pb::etcdserverpb as rpc;
 use super::pb::mvccpb::KeyValue;
-use crate::lease::holding::Looked;
-use crate::lease::zk::pool::{
+use crate::lease::pool::holding::Looked;
+use crate::lease::pool::report::{
     effective_pool_size, ClusterReport, IdentityReport, SlotReport, Waiter,
 };
-use crate::lease::zk::tree::{parse_mark, parse_owner, Paths};
+use crate::lease::pool::tree::{parse_mark, parse_owner, Paths};
 use crate::metrics::Metrics;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

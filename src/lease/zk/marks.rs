@@ -16,8 +16,9 @@
 //!   write it back does not lower a successor's floor. A missing witness is created at the
 //!   claim, or by the recheck after the write that found it missing.
 
+use super::acls;
 use super::session_gone;
-use super::tree::{acls, mark_data, parse_mark, parse_mark_and_token, Paths};
+use super::tree::{mark_data, parse_mark, parse_mark_and_token, Paths};
 use crate::lease::protocol::{Claim, MarkStore, Recheck, StoreError, Stored};
 use zookeeper_client as zk;
 

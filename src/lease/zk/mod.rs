@@ -1,78 +1,122 @@
-//! The ZooKeeper lease: a slot claimed from a pool, fenced by a compare-and-set time mark.
-//! The protocol that keeps IDs unique is the same for every store and lives in
-//! [`crate::lease::protocol`]; this module is how ZooKeeper plays its part. In the order of
-//! the protocol (docs/zookeeper.md describes it for operators):
+//! ZooKeeper as a coordinating store: how it does each step of the one negotiation
+//! ([`crate::lease::pool`]) and keeps marks for the one lease protocol
+//! ([`crate::lease::protocol`]). docs/zookeeper.md describes it for operators.
 //!
-//! - [`tree`]: the paths of a namespace and what its nodes hold;
-//! - `session`: the session loop — connect (retrying), follow the session, open a new one
-//!   when it expires;
+//! - `session`: connect (files read again), follow the session's state, create the
+//!   namespace's directory nodes, close;
 //! - `access`: TLS and credentials — certificate and credential files read for every new
 //!   connection, errors that name the flag, creator-only ACLs when an identity is given;
-//! - `params`: the pool's recorded parameters, agreed at each session;
-//! - `claim`: queue up and take a free slot (or probe large pools at random);
+//! - `params`: how the pool's parameters and identity are recorded in znodes;
+//! - `slots`: the session as the negotiation's [`Session`](crate::lease::pool::Session) —
+//!   the queue of ephemeral sequential nodes, `slots/N` created in a fenced `multi`;
 //! - `marks`: ZooKeeper as the protocol's [`MarkStore`](crate::lease::protocol::MarkStore)
-//!   (compare-and-set `multi`s on `marks/N` and `slots/N`);
-//! - `hold`: ZooKeeper's `Slots` for the shared loop (`crate::lease::holding`: claim →
-//!   [`protocol::hold`](crate::lease::protocol::hold) → claim again, within one session);
+//!   (compare-and-set `multi`s on `marks/N`, `witness/N` and `slots/N`);
 //! - [`pool`]: pool gauges from watches, and `idcar pool`'s report.
-//!
-//! [`Negotiator`] is the context all of them share; [`start`] runs it on a task and returns
-//! the [`LeaseHandle`]. A version mismatch or a vanished slot node stops issuing at once and
-//! claims again; an unreachable ZooKeeper leaves the last mark in force (the generator stops
-//! there); an expired session opens a new one and claims again, preferring the same slot.
 
 pub(crate) mod access;
-mod claim;
-pub(crate) mod hold;
 mod marks;
-pub(crate) mod params;
+mod params;
 pub mod pool;
 mod session;
-pub mod tree;
+mod slots;
 
-pub use access::{Access, AccessError, TlsFiles};
+use crate::lease::pool::tree;
+pub use access::Access;
 pub use marks::{PoolFence, Unreadable, ZkMarks};
 pub use session::{connect, Retry};
 pub use tree::{Owner, Paths};
 
-use super::protocol::{Protocol, Timing};
-use super::LeaseHandle;
+use slots::ZkSession;
+
 use crate::clock::Clock;
 use crate::layout::Scheme;
+use crate::lease::pool::{self as negotiation, Fault, Negotiation, PoolConfig, Store};
+use crate::lease::LeaseHandle;
 use crate::metrics::Metrics;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::oneshot;
-use tracing::Instrument;
 use zookeeper_client as zk;
 
-/// What the negotiator needs to know.
+/// How to reach ZooKeeper.
 #[derive(Clone, Debug)]
 pub struct ZkConfig {
     /// Connect string: `host:port[,host:port...][/chroot]`.
     pub connect: String,
-    /// Root of idcar's tree (default `/idcar`).
-    pub root: String,
-    pub layout: &'static str,
-    pub cluster: u8,
-    /// Slots `0..pool_size` are negotiated.
-    pub pool_size: u32,
-    /// A slot to take when it is free.
-    pub prefer: Option<u32>,
     pub session_timeout: Duration,
-    pub timing: Timing,
     /// TLS and credentials; with a digest credential or a client certificate, znodes are
     /// created creator-only.
     pub access: Access,
-    /// The Kubernetes pod this instance runs in, shown in the slot's owner record.
-    pub pod: Option<String>,
-    /// What shapes the pool's ID space (name, value): recorded when the pool is created;
-    /// an instance whose parameters differ refuses to join.
-    pub pool_params: Vec<(String, String)>,
-    /// Testing aid (cargo feature `fault-injection`): a deliberate bug for the campaign.
-    pub planted: crate::lease::planted::PlantedBug,
-    /// Which of the instance's leases this is (`--slots`).
-    pub part: crate::lease::Part,
+}
+
+/// ZooKeeper as the store of a negotiated lease.
+pub struct ZooKeeper(pub ZkConfig);
+
+/// Starts one lease negotiated in ZooKeeper (see [`negotiation::start`]).
+pub fn start(
+    zk: ZkConfig,
+    pool: PoolConfig,
+    scheme: Scheme,
+    clock: Arc<dyn Clock>,
+    metrics: Arc<Metrics>,
+) -> LeaseHandle {
+    negotiation::start(ZooKeeper(zk), pool, scheme, clock, metrics)
+}
+
+impl Store for ZooKeeper {
+    type Session = ZkSession;
+    const NAME: &'static str = "ZooKeeper";
+    const KIND: &'static str = "zookeeper";
+    // The client's own schedule backs off for seconds: after a long outage IDs would flow
+    // again only seconds after ZooKeeper.
+    const RETRY_AT_MOST: Duration = Duration::from_secs(1);
+
+    async fn open(&self, neg: &Negotiation) -> Result<ZkSession, Fault> {
+        let c = &self.0;
+        match connect(&c.connect, c.session_timeout, &c.access, Retry::FailFast).await {
+            Ok(client) => Ok(ZkSession::new(
+                client,
+                neg.paths.clone(),
+                c.access.restricted(),
+            )),
+            // Every failure to connect is retried (a refused credential too: it may be
+            // rotated), saying why in terms of the flags.
+            Err(e) => Err(Fault::Unavailable(e.to_string())),
+        }
+    }
+
+    fn refused(&self, what: &str) -> String {
+        format!(
+            "ZooKeeper refused access ({what}): check {} and the ACLs under --zk-root",
+            self.0.access.identity_flags()
+        )
+    }
+
+    fn beside(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        // Rotated certificate files are loaded within a second, for the client's next
+        // connection (it reconnects by itself within a session).
+        let access = self.0.access.clone();
+        async move {
+            if !access.tls() {
+                return std::future::pending().await;
+            }
+            let mut every = tokio::time::interval(Duration::from_secs(1));
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                every.tick().await;
+                access.refresh();
+            }
+        }
+    }
+
+    fn state(&self, metrics: &Metrics, part: u32, state: &'static str) {
+        metrics.session_state(part, state);
+    }
+
+    fn opened(&self, metrics: &Metrics, n: u64) {
+        if n > 1 {
+            metrics.lease.zk_reconnects.inc();
+        }
+    }
 }
 
 /// Whether `e` means the session is gone for good (a new one is needed).
@@ -86,82 +130,63 @@ pub(crate) fn session_gone(e: &zk::Error) -> bool {
     )
 }
 
-/// The context every part of the negotiator shares: configuration, the namespace's paths,
-/// and the protocol's context (clock, metrics, the channel the lease is published on).
-pub(crate) struct Negotiator {
-    pub cfg: ZkConfig,
-    pub proto: Protocol,
-    pub paths: Paths,
-    /// Random per lease: tells this lease's own expired sessions from other leases.
-    pub instance: String,
-}
-
-impl Negotiator {
-    /// The owner record for a node created by `client`'s session.
-    pub(crate) fn owner(&self, client: &zk::Client) -> Vec<u8> {
-        tree::owner_record(
-            client.session_id().to_string(),
-            &self.instance,
-            self.cfg.pod.as_deref(),
-            &self.cfg.part,
-            self.proto.clock.now_unix_ns() / 1_000_000,
-        )
+/// How a ZooKeeper error outside the mark's writes (which the protocol treats itself) bears
+/// on the negotiation: an ACL refusal is `Refused` (not ready, tried again after a pause); a
+/// fatal fault only for what no retry can mend (a request ZooKeeper cannot serve); a session
+/// gone needs a new one; anything else — a connection lost or timed out — passes.
+pub(crate) fn fault(e: zk::Error) -> Fault {
+    match e {
+        zk::Error::NoAuth | zk::Error::InvalidAcl => Fault::Refused(e.to_string()),
+        zk::Error::BadArguments(_)
+        | zk::Error::Unimplemented
+        | zk::Error::MarshallingError
+        | zk::Error::NoChildrenForEphemerals
+        | zk::Error::QuotaExceeded => Fault::Fatal(e.to_string()),
+        e if session_gone(&e) => Fault::SessionGone(e.to_string()),
+        e => Fault::Unavailable(e.to_string()),
     }
 }
 
-/// Starts the negotiator: it connects, claims a slot, keeps the lease and publishes it.
-pub fn start(
-    cfg: ZkConfig,
-    scheme: Scheme,
-    clock: Arc<dyn Clock>,
-    metrics: Arc<Metrics>,
-) -> LeaseHandle {
-    metrics.pool_size.set(i64::from(cfg.pool_size));
-    let span = tracing::info_span!(
-        "lease",
-        kind = "zookeeper",
-        layout = cfg.layout,
-        cluster = cfg.cluster,
-        part = cfg.part.index
-    );
-    let (proto, rx) = Protocol::new(
-        scheme,
-        clock,
-        metrics,
-        cfg.timing,
-        cfg.planted,
-        cfg.part.clone(),
-        "connecting to ZooKeeper",
-    );
-    let neg = Negotiator {
-        paths: Paths::new(&cfg.root, cfg.layout, cfg.cluster),
-        cfg,
-        proto,
-        instance: tree::instance_id(),
-    };
-    let (release_tx, release_rx) = oneshot::channel();
-    let access = neg.cfg.access.clone();
-    let task = tokio::spawn(
-        async move {
-            // Rotated certificate files are loaded within a second, for the client's next
-            // connection (it reconnects by itself within a session).
-            let watch = async {
-                if !access.tls() {
-                    return std::future::pending().await;
-                }
-                let mut every = tokio::time::interval(Duration::from_secs(1));
-                every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-                loop {
-                    every.tick().await;
-                    access.refresh();
-                }
-            };
-            tokio::select! {
-                r = session::run(neg, release_rx) => r,
-                () = watch => unreachable!("the watch never ends"),
-            }
+impl From<zk::Error> for Fault {
+    fn from(e: zk::Error) -> Fault {
+        fault(e)
+    }
+}
+
+/// ACLs for nodes idcar creates: creator-only under digest auth, else open.
+pub(crate) fn acls(auth: bool) -> zk::Acls<'static> {
+    if auth {
+        zk::Acls::creator_all()
+    } else {
+        zk::Acls::anyone_all()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A lost or slow connection passes, an expired session needs a new one, an ACL refusal
+    /// waits and tries again; only what no retry can mend ends idcar.
+    #[test]
+    fn only_unmendable_errors_are_fatal() {
+        for e in [
+            zk::Error::ConnectionLoss,
+            zk::Error::Timeout,
+            zk::Error::NoNode,
+            zk::Error::Throttled,
+        ] {
+            let shown = e.to_string();
+            assert!(matches!(fault(e), Fault::Unavailable(_)), "{shown}");
         }
-        .instrument(span),
-    );
-    LeaseHandle::new(rx, release_tx, task)
+        assert!(matches!(
+            fault(zk::Error::SessionExpired),
+            Fault::SessionGone(_)
+        ));
+        for e in [zk::Error::NoAuth, zk::Error::InvalidAcl] {
+            let shown = e.to_string();
+            assert!(matches!(fault(e), Fault::Refused(_)), "{shown}");
+        }
+        assert!(matches!(fault(zk::Error::Unimplemented), Fault::Fatal(_)));
+    }
 }

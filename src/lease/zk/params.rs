@@ -7,86 +7,45 @@
 //! that checks this node's version and the pool's identity (`identity/<czxid of params>`, see
 //! [`crate::lease::identity`]), and every mark write checks the identity too, so the
 //! agreement holds for as long as a lease does, even if `params` is deleted and recreated.
+//! What is agreed, and how a disagreement is told, is the negotiation's
+//! ([`crate::lease::pool::params`]); this file is how ZooKeeper records it.
 
-use super::hold::{classify, End};
-use super::tree::{acls, parse_mark};
-use super::Negotiator;
-use crate::lease::identity::{self, Agreed, Record};
-use crate::lease::planted::PlantedBug;
-use crate::lease::LeaseError;
-use std::collections::BTreeMap;
+use super::slots::ZkSession;
+use super::tree::{parse_mark, Paths};
+use super::{acls, fault};
+use crate::lease::identity::{self, Record};
+use crate::lease::pool::{Fault, Negotiation, Recorded};
 use zookeeper_client as zk;
 
-/// This instance's parameters as the JSON object recorded in the node.
-pub(crate) fn record(neg: &Negotiator) -> BTreeMap<String, String> {
-    neg.cfg.pool_params.iter().cloned().collect()
-}
-
-/// What a session agreed: the `params` node's version (checked at each claim) and the pool's
-/// identity (checked with every mark write and claim).
-pub(crate) struct Agreement {
-    pub params_version: i32,
-    pub agreed: Agreed,
-}
-
-/// Records the pool's parameters if it has none yet, or checks ours against them; then joins
-/// the pool's identity, or records it (see [`crate::lease::identity`]). `first`: the
-/// instance's first agreement, where a disagreement refuses to start; later (after the pool
-/// was replaced under it) it is not ready instead, saying why.
-pub(crate) async fn agree(
-    neg: &Negotiator,
-    client: &zk::Client,
-    first: bool,
-) -> Result<Agreement, End> {
-    let path = neg.paths.params();
-    let ours = record(neg);
-    let data = serde_json::to_vec(&ours).expect("parameters serialise");
-    let mode = zk::CreateMode::Persistent.with_acls(acls(neg.cfg.access.restricted()));
-    let disagree =
-        |why: String| End::disagreeing(first, identity::disagrees(&path, &why, "--zk-root"));
-    for _ in 0..5 {
-        let stat = match client.create(&path, &data, &mode).await {
-            Ok((stat, _)) => stat,
-            Err(zk::Error::NodeExists) => {
-                let (theirs, stat) = match client.get_data(&path).await {
-                    Ok(r) => r,
-                    Err(zk::Error::NoNode) => continue,
-                    Err(e) => return Err(classify(e, &format!("cannot read {path}"))),
-                };
-                if let Some(why) = mismatch(&ours, &theirs) {
-                    return Err(disagree(why));
-                }
-                stat
-            }
-            Err(e) => return Err(classify(e, &format!("cannot record {path}"))),
-        };
-        if neg.proto.planted() == PlantedBug::IgnorePoolIdentity {
-            return Ok(Agreement {
-                params_version: stat.version,
-                agreed: Agreed::default(),
-            });
-        }
-        let id = identity::id_of(stat.czxid, i64::from(stat.version));
-        match join_or_record(neg, client, &id, &stat).await? {
-            Some((node, rec)) => {
-                if let Some(why) = identity::pool_size_mismatch(&rec, neg.cfg.pool_size) {
-                    return Err(disagree(why));
-                }
-                return Ok(Agreement {
-                    params_version: stat.version,
-                    agreed: Agreed {
-                        id: node,
-                        not_before: rec.not_before,
-                    },
-                });
-            }
-            // The parameters were recreated or rewritten meanwhile: agree on the new ones.
-            None => continue,
-        }
+/// `e`, saying what was being done.
+fn context(e: zk::Error, what: &str) -> Fault {
+    match fault(e) {
+        Fault::Unavailable(e) => Fault::Unavailable(format!("{what}: {e}")),
+        Fault::SessionGone(e) => Fault::SessionGone(format!("{what}: {e}")),
+        Fault::Refused(e) => Fault::Refused(format!("{what}: {e}")),
+        Fault::Fatal(e) => Fault::Fatal(format!("{what}: {e}")),
     }
-    Err(End::Fatal(LeaseError::Task(format!(
-        "{path} keeps appearing and vanishing"
-    ))))
+}
+
+/// Creates `params` holding `data` if it is missing, or reads it: what is recorded now;
+/// `None` if it vanished between the two.
+pub(crate) async fn record(session: &ZkSession, data: &[u8]) -> Result<Option<Recorded>, Fault> {
+    let (client, path) = (&session.client, session.paths.params());
+    let mode = zk::CreateMode::Persistent.with_acls(acls(session.restricted));
+    let (data, stat) = match client.create(&path, data, &mode).await {
+        Ok((stat, _)) => (data.to_vec(), stat),
+        Err(zk::Error::NodeExists) => match client.get_data(&path).await {
+            Ok(r) => r,
+            Err(zk::Error::NoNode) => return Ok(None),
+            Err(e) => return Err(context(e, &format!("cannot read {path}"))),
+        },
+        Err(e) => return Err(context(e, &format!("cannot record {path}"))),
+    };
+    Ok(Some(Recorded {
+        data,
+        creation: stat.czxid,
+        version: i64::from(stat.version),
+    }))
 }
 
 /// Joins the identity `id` (the `params` node as read, `params`), recording it first if no one
@@ -98,16 +57,17 @@ pub(crate) async fn agree(
 /// of every claim under the new identity, create ours; the lowest record of an identity is the
 /// one its instances check. The record's node name, and the record; `None` if `params` was
 /// recreated or rewritten meanwhile.
-async fn join_or_record(
-    neg: &Negotiator,
-    client: &zk::Client,
-    id: &str,
-    params: &zk::Stat,
-) -> Result<Option<(String, Record)>, End> {
-    let paths = &neg.paths;
+pub(crate) async fn join_or_record(
+    neg: &Negotiation,
+    session: &ZkSession,
+    params: &Recorded,
+) -> Result<Option<(String, Record)>, Fault> {
+    let (client, paths) = (&session.client, &session.paths);
+    let id = identity::id_of(params.creation, params.version);
     let prefix = format!("{id}-");
-    let mode = zk::CreateMode::PersistentSequential.with_acls(acls(neg.cfg.access.restricted()));
-    let still = |now: &zk::Stat| now.czxid == params.czxid && now.version == params.version;
+    let mode = zk::CreateMode::PersistentSequential.with_acls(acls(session.restricted));
+    let still =
+        |now: &zk::Stat| now.czxid == params.creation && i64::from(now.version) == params.version;
     for _ in 0..5 {
         let mut records = list(client, &paths.identities()).await?;
         records.sort();
@@ -116,18 +76,18 @@ async fn join_or_record(
             match client.get_data(&key).await {
                 Ok((data, _)) => {
                     let rec = Record::parse(&data)
-                        .ok_or_else(|| End::Fatal(LeaseError::Task(identity::unreadable(&key))))?;
+                        .ok_or_else(|| Fault::Fatal(identity::unreadable(&key)))?;
                     return Ok(Some((key, rec)));
                 }
                 Err(zk::Error::NoNode) => continue,
-                Err(e) => return Err(classify(e, &format!("cannot read {key}"))),
+                Err(e) => return Err(context(e, &format!("cannot read {key}"))),
             }
         }
         // Still the `params` we read? Then no one else records another identity over it.
         match client.check_stat(&paths.params()).await {
             Ok(Some(now)) if still(&now) => {}
             Ok(_) => return Ok(None),
-            Err(e) => return Err(classify(e, &format!("cannot read {}", paths.params()))),
+            Err(e) => return Err(context(e, &format!("cannot read {}", paths.params()))),
         }
         let used = !records.is_empty();
         for other in records.iter().filter(|o| !o.starts_with(&prefix)) {
@@ -138,7 +98,7 @@ async fn join_or_record(
                     "the pool's parameters were recorded anew: the holders of its old identity stop at their next mark write"
                 ),
                 Err(e) => {
-                    return Err(classify(
+                    return Err(context(
                         e,
                         &format!("cannot delete {}", paths.identity(other)),
                     ))
@@ -155,7 +115,7 @@ async fn join_or_record(
         let base = paths.identity(&prefix);
         let ours = match client.create(&base, &rec.to_json(), &mode).await {
             Ok((_, seq)) => format!("{base}{seq}"),
-            Err(e) => return Err(classify(e, &format!("cannot record {base}"))),
+            Err(e) => return Err(context(e, &format!("cannot record {base}"))),
         };
         // Recorded for the `params` we read: if it changed meanwhile, take ours back.
         match client.check_stat(&paths.params()).await {
@@ -164,7 +124,7 @@ async fn join_or_record(
                 let _ = client.delete(&ours, None).await;
                 return Ok(None);
             }
-            Err(e) => return Err(classify(e, &format!("cannot read {}", paths.params()))),
+            Err(e) => return Err(context(e, &format!("cannot read {}", paths.params()))),
         }
         tracing::info!(
             identity = %ours,
@@ -175,24 +135,24 @@ async fn join_or_record(
         // Another instance may have recorded the same identity at once: the lowest record is
         // the one every instance checks (the loop joins it).
     }
-    Err(End::Fatal(LeaseError::Task(format!(
+    Err(Fault::Fatal(format!(
         "{} keeps changing",
         paths.identities()
-    ))))
+    )))
 }
 
 /// The children of `dir` (none if it is missing).
-async fn list(client: &zk::Client, dir: &str) -> Result<Vec<String>, End> {
+async fn list(client: &zk::Client, dir: &str) -> Result<Vec<String>, Fault> {
     match client.list_children(dir).await {
         Ok(c) => Ok(c),
         Err(zk::Error::NoNode) => Ok(Vec::new()),
-        Err(e) => Err(classify(e, &format!("cannot list {dir}"))),
+        Err(e) => Err(context(e, &format!("cannot list {dir}"))),
     }
 }
 
 /// Whether the pool holds any mark, and the highest of the marks and their witnesses (an
 /// unreadable one counts as 0: its slot is never taken).
-async fn highest_mark(client: &zk::Client, paths: &super::Paths) -> Result<(bool, u64), End> {
+async fn highest_mark(client: &zk::Client, paths: &Paths) -> Result<(bool, u64), Fault> {
     let mut used = false;
     let mut highest = 0;
     for dir in [paths.marks(), paths.witnesses()] {
@@ -203,58 +163,9 @@ async fn highest_mark(client: &zk::Client, paths: &super::Paths) -> Result<(bool
             match client.get_data(&path).await {
                 Ok((data, _)) => highest = highest.max(parse_mark(&data).unwrap_or(0)),
                 Err(zk::Error::NoNode) => {}
-                Err(e) => return Err(classify(e, &format!("cannot read {path}"))),
+                Err(e) => return Err(context(e, &format!("cannot read {path}"))),
             }
         }
     }
     Ok((used, highest))
-}
-
-/// What differs between our parameters and the recorded ones, if anything.
-pub(crate) fn mismatch(ours: &BTreeMap<String, String>, theirs: &[u8]) -> Option<String> {
-    let theirs: BTreeMap<String, String> = match serde_json::from_slice(theirs) {
-        Ok(t) => t,
-        Err(e) => return Some(format!("the recorded parameters are unreadable ({e})")),
-    };
-    let keys: std::collections::BTreeSet<&String> = ours.keys().chain(theirs.keys()).collect();
-    let diffs: Vec<String> = keys
-        .into_iter()
-        .filter(|k| ours.get(*k) != theirs.get(*k))
-        .map(|k| {
-            let show = |v: Option<&String>| v.map_or("(none)".to_string(), |v| v.to_string());
-            format!(
-                "--{k}: the pool has {}, this instance {}",
-                show(theirs.get(k)),
-                show(ours.get(k))
-            )
-        })
-        .collect();
-    (!diffs.is_empty()).then(|| diffs.join("; "))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_each_differing_parameter_with_both_values() {
-        let ours: BTreeMap<String, String> = [("layout", "si53"), ("mid-bits", "7")]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        assert_eq!(
-            mismatch(&ours, br#"{"layout":"si53","mid-bits":"7"}"#),
-            None
-        );
-        let why = mismatch(&ours, br#"{"layout":"si53","mid-bits":"5"}"#).unwrap();
-        assert_eq!(why, "--mid-bits: the pool has 5, this instance 7");
-        let why = mismatch(
-            &ours,
-            br#"{"layout":"si53","mid-bits":"7","base-clock":"1"}"#,
-        );
-        assert!(why
-            .unwrap()
-            .contains("--base-clock: the pool has 1, this instance (none)"));
-        assert!(mismatch(&ours, b"junk").unwrap().contains("unreadable"));
-    }
 }

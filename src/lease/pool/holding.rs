@@ -1,12 +1,14 @@
 //! Holding slots within one store session, for every store that negotiates its slot
-//! (ZooKeeper, etcd): claim a slot the store's own way ([`Slots::claim`]), run the one lease
-//! protocol over it ([`protocol::hold`]), and after a loss claim again — until the session
-//! ends, the release is asked for, or a fatal error ([`End`]).
+//! (ZooKeeper, etcd): claim a slot ([`Claimant::claim`]), run the one lease protocol over it
+//! ([`protocol::hold`]), and after a loss claim again — until the session ends, the release is
+//! asked for, or a fatal error ([`End`]).
 
-use super::protocol::{self, Claim, MarkStore, Outcome, Protocol, Stored};
-use super::stop::{Interrupted, Stop};
-use super::zk::tree::Owner;
-use super::{LeaseError, Part};
+use super::claim::Claimant;
+use super::tree::Owner;
+use super::Session;
+use crate::lease::protocol::{self, Claim, MarkStore, Outcome, Protocol, Stored};
+use crate::lease::stop::{Interrupted, Stop};
+use crate::lease::{LeaseError, Part};
 use crate::retry::Backoff;
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -14,10 +16,13 @@ use std::time::{Duration, Instant};
 /// How one session ended.
 pub(crate) enum End {
     Released,
-    /// The session is gone; `holding`: a lease was in force when it went.
+    /// The session is gone; `holding`: a lease was in force when it went; `refused`: the
+    /// store refused us mid-session (a password rotated, a permission revoked), so the next
+    /// session waits a pause as a refusal at the start does.
     SessionGone {
         reason: String,
         holding: bool,
+        refused: bool,
     },
     /// The store refused our identity (an ACL, a credential, a permission): not ready, a new
     /// session after a pause — the credential may be rotated or the permissions fixed
@@ -48,6 +53,7 @@ impl End {
         End::SessionGone {
             reason: reason.into(),
             holding: false,
+            refused: false,
         }
     }
 
@@ -71,18 +77,6 @@ pub(crate) enum ClaimFailed {
     End(End),
 }
 
-/// How a store's claim fails: the store's error, or a spare part giving way.
-pub(crate) enum ClaimError<E> {
-    Store(E),
-    GaveWay,
-}
-
-impl<E> From<E> for ClaimError<E> {
-    fn from(e: E) -> ClaimError<E> {
-        ClaimError::Store(e)
-    }
-}
-
 /// What crosses from one session to the next.
 #[derive(Default)]
 pub(crate) struct Across {
@@ -103,34 +97,14 @@ impl Across {
 }
 
 /// A slot just claimed and its mark as read.
-pub(crate) type Taken<S> = (u32, Stored<<S as MarkStore>::Version>);
-
-/// How a store hands out slots within one session.
-pub(crate) trait Slots: Send {
-    type Store: MarkStore;
-
-    fn proto(&self) -> &Protocol;
-
-    fn store(&self) -> &Self::Store;
-
-    /// Claims a slot (`prefer` first if it is free): the slot and its mark as read.
-    fn claim(
-        &mut self,
-        prefer: Option<u32>,
-    ) -> impl Future<Output = Result<Taken<Self::Store>, ClaimFailed>> + Send;
-
-    /// Every claim starts above this: the highest mark in the pool when its identity was
-    /// recorded (see [`crate::lease::identity`]).
-    fn not_before(&self) -> u64;
-
-    /// The clock is too far behind `slot`'s mark: whether another slot may be tried instead
-    /// (a probed slot of a large pool is a random pick; its last holder's clock ran ahead of
-    /// ours). If so the slot is let go and never taken again by this process.
-    fn leave_far_ahead(&mut self, slot: u32) -> impl Future<Output = bool> + Send;
-}
+pub(crate) type Taken<M> = (u32, Stored<<M as MarkStore>::Version>);
 
 /// Claims and holds slots until the session ends, the release is asked for, or a fatal error.
-pub(crate) async fn serve<S: Slots>(slots: &mut S, stop: &mut Stop, across: &mut Across) -> End {
+pub(crate) async fn serve<S: Session>(
+    slots: &mut Claimant<'_, S>,
+    stop: &mut Stop,
+    across: &mut Across,
+) -> End {
     // A claim kept while the clock passes a mark further ahead than --max-clock-wait.
     let mut kept = None;
     loop {
@@ -147,7 +121,7 @@ pub(crate) async fn serve<S: Slots>(slots: &mut S, stop: &mut Stop, across: &mut
         };
         across.prefer = Some(claim.slot);
         let outcome = {
-            let (p, store) = (slots.proto(), slots.store());
+            let (p, store) = (slots.proto(), &slots.marks);
             p.part.set_holding(true);
             let outcome = protocol::hold(p, store, claim, stop, &mut across.generation).await;
             p.part.set_holding(false);
@@ -158,8 +132,16 @@ pub(crate) async fn serve<S: Slots>(slots: &mut S, stop: &mut Stop, across: &mut
                 return End::Released
             }
             Outcome::Stolen { slot, mark } => slots.proto().part.written.raise(slot, mark),
-            Outcome::SessionGone { reason, holding } => {
-                return End::SessionGone { reason, holding }
+            Outcome::SessionGone {
+                reason,
+                holding,
+                refused,
+            } => {
+                return End::SessionGone {
+                    reason,
+                    holding,
+                    refused,
+                }
             }
             Outcome::PoolReplaced { reason } => return End::Replaced(reason),
             Outcome::ClockBehind(ahead) => {
@@ -174,7 +156,7 @@ pub(crate) async fn serve<S: Slots>(slots: &mut S, stop: &mut Stop, across: &mut
                 }
                 // No other slot to try: wait for the mark, holding the claim (never a crash
                 // loop); then hold it as usual.
-                let (p, store) = (slots.proto(), slots.store());
+                let (p, store) = (slots.proto(), &slots.marks);
                 let key = store.key(claim.slot);
                 match protocol::wait_far_ahead(p, &key, claim.floor, stop).await {
                     Ok(()) => kept = Some(claim),
@@ -193,11 +175,11 @@ pub(crate) async fn serve<S: Slots>(slots: &mut S, stop: &mut Stop, across: &mut
 }
 
 /// Claims a slot, retrying passing faults: the claim, its mark read.
-async fn take<S: Slots>(
-    slots: &mut S,
+async fn take<S: Session>(
+    slots: &mut Claimant<'_, S>,
     stop: &mut Stop,
     across: &Across,
-) -> Result<Claim<<S::Store as MarkStore>::Version>, End> {
+) -> Result<Claim<<S::Marks as MarkStore>::Version>, End> {
     let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(1));
     loop {
         slots.proto().pending("claiming a slot");
@@ -242,7 +224,7 @@ async fn take<S: Slots>(
         if let Some(w) = p.part.written.get(slot) {
             claim.raise_floor(w);
         }
-        claim.raise_floor(slots.not_before());
+        claim.raise_floor(slots.history.not_before);
         return Ok(claim);
     }
 }
@@ -287,7 +269,7 @@ pub(crate) fn spare_may_take(part: &Part, free: usize, behind: &[Option<Owner>])
 
 /// Whether the owner record a part queued with says it is a spare.
 pub(crate) fn queued_as_spare(owner: &[u8]) -> bool {
-    super::zk::tree::parse_owner(owner).is_some_and(|o| o.spare == Some(true))
+    super::tree::parse_owner(owner).is_some_and(|o| o.spare == Some(true))
 }
 
 /// Whether a surplus part ([`Part::is_surplus`]) gives its slot back to the contender at the
@@ -352,7 +334,7 @@ pub(crate) fn gave_back(
     if !gave.is_cancelled() || !matches!(end, End::SessionGone { .. }) {
         return false;
     }
-    p.pending(super::GAVE_BACK);
+    p.pending(crate::lease::GAVE_BACK);
     tracing::info!("gave a slot back: an instance holding none waits for one (--slots)");
     true
 }

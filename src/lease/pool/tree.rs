@@ -1,13 +1,17 @@
-//! The tree idcar keeps in ZooKeeper, one namespace per layout and cluster, and what its
-//! nodes hold:
+//! The namespace every negotiating store keeps, one per layout and cluster (ZooKeeper nodes
+//! under `--zk-root`, etcd keys under `--etcd-prefix`), and what its entries hold:
 //!
 //! ```text
-//! <root>/<layout>/<cluster>/params              PERSISTENT            the pool's parameters (JSON), written once
-//! <root>/<layout>/<cluster>/queue/claim-<seq>   EPHEMERAL_SEQUENTIAL  a contender waiting its turn
-//! <root>/<layout>/<cluster>/slots/<N>           EPHEMERAL             the slot's holder (JSON owner)
-//! <root>/<layout>/<cluster>/marks/<N>           PERSISTENT            the slot's time mark: "<ticks> <token>"
-//! <root>/<layout>/<cluster>/witness/<N>         PERSISTENT            a copy of it, written in the same transaction
+//! <root>/<layout>/<cluster>/params          the pool's parameters (JSON), written once
+//! <root>/<layout>/<cluster>/identity/<id>   the pool's identity record (see crate::lease::identity)
+//! <root>/<layout>/<cluster>/queue/<place>   a contender waiting its turn (JSON owner; the session's)
+//! <root>/<layout>/<cluster>/slots/<N>       the slot's holder (JSON owner; the session's)
+//! <root>/<layout>/<cluster>/marks/<N>       the slot's time mark: "<ticks> <token>"
+//! <root>/<layout>/<cluster>/witness/<N>     a copy of it, written in the same transaction
 //! ```
+//!
+//! "The session's": gone with the store session that wrote it (ZooKeeper: ephemeral nodes;
+//! etcd: keys attached to the instance's etcd lease).
 //!
 //! The witness is what a successor's floor also comes from (the higher of the two): a mark
 //! lowered or deleted by someone else while no holder is there to write it back up (a hand
@@ -15,8 +19,6 @@
 //!
 //! A mark is decimal ticks in the layout's time unit, then a space and the 16-hex-digit token
 //! of the claim that wrote it (marks written by older versions, or created at 0, have none).
-
-use zookeeper_client as zk;
 
 /// The paths of one layout and cluster's namespace.
 #[derive(Clone, Debug)]
@@ -163,13 +165,4 @@ pub fn parse_mark_and_token(data: &[u8]) -> Option<(u64, Option<&str>)> {
 /// A mark node's data: the ticks and the writing claim's token.
 pub fn mark_data(mark: u64, token: &str) -> Vec<u8> {
     format!("{mark} {token}").into_bytes()
-}
-
-/// ACLs for nodes idcar creates: creator-only under digest auth, else open.
-pub(crate) fn acls(auth: bool) -> zk::Acls<'static> {
-    if auth {
-        zk::Acls::creator_all()
-    } else {
-        zk::Acls::anyone_all()
-    }
 }

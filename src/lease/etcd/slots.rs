@@ -1,0 +1,387 @@
+//! How etcd does each step of the one negotiation ([`crate::lease::pool`]) under one etcd
+//! lease (etcd's lock recipe):
+//!
+//! - the queue is `queue/<lease>` (attached to our lease): its `create_revision` is our place;
+//!   the one ahead is the queue key with the next-lower one, watched alone (no herd);
+//! - the held slots are the keys under `slots/` (keys only: as many as there are holders). A
+//!   slot key carrying our own lease is a leftover of this lease (a lease of it lost to a
+//!   foreign write, a reply lost): deleted, it counts as free;
+//! - a slot is taken in one transaction: if the pool's `params` is still at the revisions
+//!   agreed and `slots/N` does not exist, put `slots/N` (owner JSON, our lease) and read
+//!   `marks/N` and `witness/N` (the mark's `mod_revision` is the compare-and-set base of the
+//!   first write).
+
+use super::client::{prefix_end, Etcd};
+use super::marks::{absent, cmp, delete, get, put, range_kvs, stored, witness, EtcdMarks};
+use super::pb::etcdserverpb as rpc;
+use super::pb::etcdserverpb::compare::{CompareTarget, TargetUnion};
+use super::pb::etcdserverpb::range_request::{SortOrder, SortTarget};
+use super::{session, EtcdError};
+use crate::lease::identity::Record;
+use crate::lease::pool::tree::{parse_mark, parse_owner, Owner, Paths};
+use crate::lease::pool::{Change, Fault, Look, Negotiation, Recorded, Session, Took};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// How long a watch is trusted before the state is read again.
+const RECHECK: Duration = Duration::from_secs(2);
+
+/// One etcd lease of a lease of ours, and what was agreed under it.
+pub struct EtcdSession {
+    pub(crate) etcd: Etcd,
+    pub(crate) lease: i64,
+    /// The TTL as etcd granted it.
+    pub(crate) ttl: Duration,
+    pub(crate) paths: Paths,
+    /// The `mod_revision` of the pool's `params` as agreed under this lease.
+    params_revision: i64,
+    /// Its `create_revision`: the pool's identity, compared by every claim and mark write (0:
+    /// not compared, a planted bug for the campaign).
+    params_created: i64,
+}
+
+impl EtcdSession {
+    pub(crate) fn new(etcd: Etcd, lease: i64, ttl: Duration, paths: Paths) -> EtcdSession {
+        EtcdSession {
+            etcd,
+            lease,
+            ttl,
+            paths,
+            params_revision: 0,
+            params_created: 0,
+        }
+    }
+
+    fn queue_key(&self) -> String {
+        format!("{}/{:016x}", self.paths.queue(), self.lease)
+    }
+
+    /// A change of the keys `key`..`end` after `revision` (or [`RECHECK`]).
+    fn change(&self, key: Vec<u8>, end: Vec<u8>, revision: i64) -> Change {
+        let etcd = self.etcd.clone();
+        Box::pin(async move { etcd.wait_change(&key, &end, revision, RECHECK).await })
+    }
+}
+
+fn prefix(dir: &str) -> String {
+    format!("{dir}/")
+}
+
+fn slot_of(key: &[u8], dir: &str) -> Option<u32> {
+    std::str::from_utf8(key)
+        .ok()?
+        .strip_prefix(&prefix(dir))?
+        .parse()
+        .ok()
+}
+
+fn range(dir: &str) -> rpc::RangeRequest {
+    let p = prefix(dir);
+    rpc::RangeRequest {
+        range_end: prefix_end(p.as_bytes()),
+        key: p.into_bytes(),
+        ..Default::default()
+    }
+}
+
+impl Session for EtcdSession {
+    type Marks = EtcdMarks;
+    /// Our queue key and its create revision.
+    type Place = (String, i64);
+    const ROOT_FLAG: &'static str = "--etcd-prefix";
+
+    fn announce(&self) {
+        tracing::info!(
+            lease = format!("{:#x}", self.lease),
+            ttl_s = self.ttl.as_secs(),
+            "etcd lease granted"
+        );
+    }
+
+    fn owner_id(&self) -> String {
+        format!("{:#x}", self.lease)
+    }
+
+    fn follow(&self, _neg: &Negotiation, ended: CancellationToken) -> JoinHandle<()> {
+        tokio::spawn(session::keep_alive(
+            self.etcd.clone(),
+            self.lease,
+            self.ttl,
+            ended,
+        ))
+    }
+
+    fn gauges(&self, neg: &Negotiation) -> JoinHandle<()> {
+        super::pool::spawn_gauges(
+            self.etcd.clone(),
+            self.paths.clone(),
+            neg.cfg.pool_size,
+            neg.proto.metrics.clone(),
+        )
+    }
+
+    fn looker(&self, neg: &Negotiation) -> Box<dyn FnMut() -> Look + Send> {
+        let (etcd, paths, pool) = (self.etcd.clone(), self.paths.clone(), neg.cfg.pool_size);
+        Box::new(move || Box::pin(super::pool::look(etcd.clone(), paths.clone(), pool)))
+    }
+
+    async fn params(&self, _neg: &Negotiation, data: &[u8]) -> Result<Option<Recorded>, Fault> {
+        let key = self.paths.params();
+        let req = rpc::TxnRequest {
+            compare: vec![absent(&key)],
+            success: vec![put(&key, data.to_vec(), 0), get(&key)],
+            failure: vec![get(&key)],
+        };
+        let r = self
+            .etcd
+            .txn("recording the pool's parameters", req)
+            .await?;
+        let read = usize::from(r.succeeded);
+        Ok(range_kvs(&r, read).into_iter().next().map(|kv| Recorded {
+            data: kv.value,
+            creation: kv.create_revision,
+            version: kv.mod_revision,
+        }))
+    }
+
+    async fn join(
+        &mut self,
+        neg: &Negotiation,
+        recorded: &Recorded,
+    ) -> Result<Option<Record>, Fault> {
+        let rec = session::join_or_record(neg, self, recorded).await?;
+        if rec.is_some() {
+            self.params_revision = recorded.version;
+            self.params_created = recorded.creation;
+        }
+        Ok(rec)
+    }
+
+    fn unfenced(&mut self, recorded: &Recorded) {
+        self.params_revision = recorded.version;
+        self.params_created = 0;
+    }
+
+    fn marks(&self, _neg: &Negotiation, witness: bool) -> EtcdMarks {
+        EtcdMarks {
+            etcd: self.etcd.clone(),
+            paths: self.paths.clone(),
+            lease: self.lease,
+            pool: (self.params_created != 0).then(|| {
+                (
+                    self.paths.params(),
+                    self.params_created,
+                    self.params_revision,
+                )
+            }),
+            witness,
+        }
+    }
+
+    async fn tidy(&self, _neg: &Negotiation, _marks: &EtcdMarks) -> Result<(), Fault> {
+        // A queue key left by an earlier attempt is reused (keeping its place) by
+        // `enqueue`, and slot keys of ours are freed by `held`.
+        Ok(())
+    }
+
+    /// Puts our queue key (keeping it if it is there already).
+    async fn enqueue(&self, _neg: &Negotiation, owner: &[u8]) -> Result<(String, i64), Fault> {
+        let me = self.queue_key();
+        let req = rpc::TxnRequest {
+            compare: vec![absent(&me)],
+            success: vec![put(&me, owner.to_vec(), self.lease)],
+            failure: vec![get(&me)],
+        };
+        let r = self.etcd.txn("queueing", req).await?;
+        let place = if r.succeeded {
+            r.header
+                .map(|h| h.revision)
+                .ok_or_else(|| Fault::Unavailable("etcd's answer has no header".into()))?
+        } else {
+            range_kvs(&r, 0)
+                .first()
+                .map(|kv| kv.create_revision)
+                .ok_or_else(|| Fault::Unavailable(format!("queue key {me} vanished")))?
+        };
+        Ok((me, place))
+    }
+
+    async fn ahead(
+        &self,
+        _neg: &Negotiation,
+        (me, place): &(String, i64),
+    ) -> Result<Option<(String, Change)>, Fault> {
+        let req = rpc::RangeRequest {
+            limit: 1,
+            sort_order: SortOrder::Descend as i32,
+            sort_target: SortTarget::Create as i32,
+            max_create_revision: place - 1,
+            keys_only: true,
+            ..range(&self.paths.queue())
+        };
+        let r = self.etcd.range("reading the queue", req).await?;
+        let Some(ahead) = r.kvs.first() else {
+            return Ok(None);
+        };
+        let who = String::from_utf8_lossy(&ahead.key).to_string();
+        let rev = r.header.map_or(0, |h| h.revision);
+        let change = self.change(ahead.key.clone(), Vec::new(), rev);
+        Ok(Some((format!("behind {who}, {me} is ours"), change)))
+    }
+
+    async fn behind(
+        &self,
+        _neg: &Negotiation,
+        (_, place): &(String, i64),
+    ) -> Result<Vec<Option<Owner>>, Fault> {
+        let req = rpc::RangeRequest {
+            min_create_revision: place + 1,
+            ..range(&self.paths.queue())
+        };
+        let r = self.etcd.range("reading the queue", req).await?;
+        Ok(r.kvs.iter().map(|kv| parse_owner(&kv.value)).collect())
+    }
+
+    async fn leave(&self, _neg: &Negotiation, (me, _): &(String, i64)) {
+        let req = rpc::TxnRequest {
+            compare: vec![],
+            success: vec![delete(me)],
+            failure: vec![],
+        };
+        let _ = self.etcd.txn("leaving the queue", req).await;
+    }
+
+    async fn held(
+        &self,
+        neg: &Negotiation,
+        marks: &EtcdMarks,
+        _prefer: Option<u32>,
+    ) -> Result<(BTreeSet<u32>, Change), Fault> {
+        let dir = self.paths.slots();
+        let req = rpc::RangeRequest {
+            keys_only: true,
+            ..range(&dir)
+        };
+        let r = self.etcd.range("listing the slots", req).await?;
+        let mut held = BTreeSet::new();
+        for kv in &r.kvs {
+            let Some(n) = slot_of(&kv.key, &dir).filter(|n| *n < neg.cfg.pool_size) else {
+                continue;
+            };
+            // Ours, left from a lost lease of it or a reply lost: free again for us.
+            if kv.lease == self.lease && marks.delete_if_ours(n).await {
+                continue;
+            }
+            held.insert(n);
+        }
+        let p = prefix(&dir);
+        let end = prefix_end(p.as_bytes());
+        let change = self.change(p.into_bytes(), end, r.header.map_or(0, |h| h.revision));
+        Ok((held, change))
+    }
+
+    async fn marks_of(&self, _neg: &Negotiation, free: &[u32]) -> Result<Vec<(u32, u64)>, Fault> {
+        let dir = self.paths.marks();
+        let r = self.etcd.range("reading the marks", range(&dir)).await?;
+        let marks: BTreeMap<u32, u64> = r
+            .kvs
+            .iter()
+            .filter_map(|kv| {
+                let mark = parse_mark(&kv.value).unwrap_or(u64::MAX);
+                Some((slot_of(&kv.key, &dir)?, mark))
+            })
+            .collect();
+        Ok(free
+            .iter()
+            .map(|&n| (n, marks.get(&n).copied().unwrap_or(0)))
+            .collect())
+    }
+
+    /// Puts `slots/N` and reads `marks/N` and `witness/N` in one transaction, while the pool's
+    /// parameters are still the ones agreed. The floor is the higher of the two.
+    async fn take(
+        &self,
+        _neg: &Negotiation,
+        marks: &EtcdMarks,
+        slot: u32,
+        owner: &[u8],
+    ) -> Result<Took<i64>, Fault> {
+        let params = self.paths.params();
+        let (slot_key, mark_key) = (self.paths.slot(slot), self.paths.mark(slot));
+        let fence = [
+            cmp(
+                &params,
+                CompareTarget::Mod,
+                TargetUnion::ModRevision(self.params_revision),
+            ),
+            absent(&slot_key),
+        ];
+        let identity = (self.params_created != 0).then(|| {
+            cmp(
+                &params,
+                CompareTarget::Create,
+                TargetUnion::CreateRevision(self.params_created),
+            )
+        });
+        let req = rpc::TxnRequest {
+            compare: fence.into_iter().chain(identity).collect(),
+            success: vec![
+                put(&slot_key, owner.to_vec(), self.lease),
+                get(&mark_key),
+                get(&self.paths.witness(slot)),
+            ],
+            failure: vec![get(&params)],
+        };
+        let r = self.etcd.txn("claiming a slot", req).await?;
+        if !r.succeeded {
+            let now = range_kvs(&r, 0)
+                .first()
+                .map_or((0, 0), |kv| (kv.mod_revision, kv.create_revision));
+            if now.0 != self.params_revision
+                || (self.params_created != 0 && now.1 != self.params_created)
+            {
+                // Agreed again under a new lease (and refused if they differ now).
+                return Err(Fault::SessionGone(format!(
+                    "the pool's parameters changed under us ({params}); agreeing again"
+                )));
+            }
+            return Ok(Took::Taken);
+        }
+        match stored(range_kvs(&r, 1).first(), &mark_key) {
+            Ok(mut s) => {
+                if marks.witness {
+                    s.mark = s.mark.max(witness(range_kvs(&r, 2).first()));
+                }
+                Ok(Took::Claimed(s))
+            }
+            Err(why) => Ok(Took::Unreadable(why)),
+        }
+    }
+
+    async fn let_go(&self, marks: &EtcdMarks, slot: u32) -> bool {
+        // A key not deleted now goes with the lease, or is deleted by the next listing.
+        marks.delete_if_ours(slot).await
+    }
+
+    fn lost(self) -> Option<EtcdSession> {
+        // etcd may still keep the lease (we gave up on it): revoked once the next is granted.
+        Some(self)
+    }
+
+    async fn close(self) {
+        let _ = self.etcd.revoke(self.lease).await;
+    }
+}
+
+impl From<EtcdError> for Fault {
+    fn from(e: EtcdError) -> Fault {
+        match e {
+            EtcdError::Unavailable(why) => Fault::Unavailable(why),
+            EtcdError::LeaseGone(why) => Fault::SessionGone(why),
+            EtcdError::Refused(why) => Fault::Refused(why),
+            EtcdError::Fatal(why) => Fault::Fatal(why),
+        }
+    }
+}

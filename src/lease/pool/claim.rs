@@ -1,0 +1,298 @@
+//! The one claim algorithm: queue up (no herd), then, at the head of the queue, take a free
+//! slot — the same steps for every store, each done the store's way ([`Session`]).
+//!
+//! - Join the queue and wait until no contender is ahead, watching only the one just ahead.
+//! - As head: list the held slots (our own leftovers — a slot of this session whose lease was
+//!   lost — count as free). Prefer the slot held before; else the free slot with the lowest
+//!   mark (no mark means 0, so unused slots go first, lowest number first).
+//! - With every slot held, stay at the head, report the exhaustion, and wait for the held
+//!   slots to change — unless another lease of this instance holds a slot (`--slots`): that
+//!   spare gives its place up and tries again later, so instances holding none go first.
+//! - Take the slot and read its mark in one step ([`Session::take`]): the claim is made before
+//!   (or with) the read, and only while the pool is the one agreed; then leave the queue.
+//!
+//! Pools larger than [`PROBE_ABOVE`] slots (sno80's 65,536 partitions, muid128's 2^32 − 1
+//! medallions) are claimed without the queue and without listing or reading the pool: take a
+//! random slot (the one held before first); a taken one is a miss, so probe another. Only
+//! after [`PROBES`] misses in a row are the held slots listed — as many as there are holders,
+//! never the pool — to find a free one or see that the pool is exhausted and wait for a
+//! change. A claim so costs one take whatever the pool size; slots are spread at random
+//! instead of lowest mark first (a successor still waits past the mark of the slot it took).
+
+use super::holding::{
+    exhausted, queued_as_spare, random_slot, spare_may_take, wait_exhausted, ClaimFailed, End,
+    Exhausted, Taken,
+};
+use super::{Fault, Negotiation, Session, Took};
+use crate::lease::protocol::Protocol;
+use crate::lease::LeaseError;
+use std::collections::BTreeSet;
+
+/// Pools above this size are claimed by random probes instead of queue and listing.
+pub const PROBE_ABOVE: u32 = 1024;
+/// Probes that find a taken slot before the held slots are listed to look for a free one.
+const PROBES: u32 = 8;
+/// How many far-ahead probed slots are given back before that is a fatal error (our clock is
+/// then behind the cluster's, not one odd slot ahead of it).
+pub const FAR_AHEAD_SKIPS: u32 = 16;
+
+/// What claims remember between attempts, and across sessions.
+#[derive(Debug, Default)]
+pub(crate) struct ClaimHistory {
+    /// Slots whose mark is unreadable, or (probed pools) too far ahead of our clock: never
+    /// taken by this process.
+    pub skip: BTreeSet<u32>,
+    /// Probed slots given back because their mark was beyond `--max-clock-wait`.
+    pub far_ahead: u32,
+    /// Every claim under the identity agreed starts above this (see
+    /// [`crate::lease::identity`]).
+    pub not_before: u64,
+}
+
+/// How a claim fails: the store's fault, or a spare part giving way.
+enum Failed {
+    Store(Fault),
+    GaveWay,
+}
+
+impl From<Fault> for Failed {
+    fn from(f: Fault) -> Failed {
+        Failed::Store(f)
+    }
+}
+
+/// One session's claimant: what [`super::holding::serve`] claims slots with.
+pub(crate) struct Claimant<'a, S: Session> {
+    pub neg: &'a Negotiation,
+    pub session: &'a S,
+    pub marks: S::Marks,
+    pub history: &'a mut ClaimHistory,
+}
+
+impl<S: Session> Claimant<'_, S> {
+    pub fn proto(&self) -> &Protocol {
+        &self.neg.proto
+    }
+
+    /// Claims a slot (`prefer` first if it is free): the slot and its mark as read.
+    pub async fn claim(&mut self, prefer: Option<u32>) -> Result<Taken<S::Marks>, ClaimFailed> {
+        claim(self.neg, self.session, &self.marks, prefer, self.history)
+            .await
+            .map_err(|e| match e {
+                Failed::GaveWay => ClaimFailed::GaveWay,
+                Failed::Store(Fault::Unavailable(e)) => ClaimFailed::Retry(e),
+                Failed::Store(f) => ClaimFailed::End(end_for(f, "claiming")),
+            })
+    }
+
+    /// The clock is too far behind `slot`'s mark: whether another slot may be tried instead
+    /// (a probed slot of a large pool is a random pick; its last holder's clock ran ahead of
+    /// ours). If so the slot is let go (nothing was issued and the mark is untouched) and
+    /// never taken again by this process, up to [`FAR_AHEAD_SKIPS`] times.
+    pub async fn leave_far_ahead(&mut self, slot: u32) -> bool {
+        let h = &mut *self.history;
+        if self.neg.cfg.pool_size <= PROBE_ABOVE || h.far_ahead >= FAR_AHEAD_SKIPS {
+            return false;
+        }
+        h.far_ahead += 1;
+        h.skip.insert(slot);
+        self.session.let_go(&self.marks, slot).await;
+        true
+    }
+}
+
+/// How a store's fault outside the mark's writes ends the session (`during`: what was done).
+pub(crate) fn end_for(f: Fault, during: &str) -> End {
+    match f {
+        Fault::Refused(why) => End::Refused(format!("{during}: {why}")),
+        Fault::Fatal(why) => End::Fatal(LeaseError::Task(format!("{during}: {why}"))),
+        Fault::SessionGone(why) | Fault::Unavailable(why) => End::gone(format!("{during}: {why}")),
+    }
+}
+
+async fn claim<S: Session>(
+    neg: &Negotiation,
+    session: &S,
+    marks: &S::Marks,
+    prefer: Option<u32>,
+    history: &mut ClaimHistory,
+) -> Result<Taken<S::Marks>, Failed> {
+    // Leftovers of this session's earlier attempts would block the queue or a slot forever.
+    session.tidy(neg, marks).await?;
+    let owner = neg.owner(session.owner_id());
+    let p = &neg.proto;
+    if neg.cfg.pool_size > PROBE_ABOVE {
+        let result = probe_slot(neg, session, marks, prefer, &owner, history).await;
+        p.metrics.set_pool_exhausted(p.part.index, false);
+        return result;
+    }
+    let place = session.enqueue(neg, &owner).await?;
+    let result = async {
+        wait_for_turn(neg, session, &place).await?;
+        take_slot(neg, session, marks, prefer, &owner, &place, history).await
+    }
+    .await;
+    p.metrics.set_pool_exhausted(p.part.index, false);
+    if result.is_ok() {
+        // Before the next of our parts can reach the head: it is a spare from now on.
+        p.part.set_holding(true);
+    }
+    // Leave the queue whatever happened; an entry left behind by a failed delete is removed
+    // at the next claim, or goes with the session.
+    session.leave(neg, &place).await;
+    result
+}
+
+async fn wait_for_turn<S: Session>(
+    neg: &Negotiation,
+    session: &S,
+    place: &S::Place,
+) -> Result<(), Fault> {
+    // Each pass waits for the contender ahead to change; the bound only guards against a store
+    // that keeps answering without the queue ever moving.
+    for _ in 0..1_000_000 {
+        let Some((ahead, change)) = session.ahead(neg, place).await? else {
+            return Ok(());
+        };
+        neg.proto
+            .pending(format!("waiting in the slot queue ({ahead})"));
+        change.await;
+    }
+    Err(Fault::Unavailable("the slot queue never moved".into()))
+}
+
+async fn take_slot<S: Session>(
+    neg: &Negotiation,
+    session: &S,
+    marks: &S::Marks,
+    prefer: Option<u32>,
+    owner: &[u8],
+    place: &S::Place,
+    history: &mut ClaimHistory,
+) -> Result<Taken<S::Marks>, Failed> {
+    let (p, pool) = (&neg.proto, neg.cfg.pool_size);
+    let mut reported = false;
+    loop {
+        let (held, change) = session.held(neg, marks, prefer).await?;
+        let free: Vec<u32> = (0..pool)
+            .filter(|n| !held.contains(n) && !history.skip.contains(n))
+            .collect();
+        if free.is_empty() {
+            if let Exhausted::GiveWay = exhausted(p, pool, &mut reported, queued_as_spare(owner)) {
+                return Err(Failed::GaveWay);
+            }
+            wait_exhausted(p, change).await;
+            continue;
+        }
+        p.metrics.set_pool_exhausted(p.part.index, false);
+        if p.part.is_spare() {
+            let behind = session.behind(neg, place).await?;
+            if !spare_may_take(&p.part, free.len(), &behind) {
+                return Err(Failed::GaveWay);
+            }
+        }
+        let slot = match prefer.filter(|p| free.contains(p)) {
+            Some(p) => p,
+            None => lowest_mark(neg, session, &free).await?,
+        };
+        if let Tried::Claimed(c) = try_slot(neg, session, marks, slot, owner, history).await? {
+            return Ok(c);
+        }
+    }
+}
+
+/// The outcome of trying one slot.
+enum Tried<S: Session> {
+    Claimed(Taken<S::Marks>),
+    /// Someone else holds it.
+    Taken,
+    /// Its mark is unreadable: never taken by this process (added to `history.skip`).
+    Skipped,
+}
+
+/// Takes `slot` and reads its mark in one step.
+async fn try_slot<S: Session>(
+    neg: &Negotiation,
+    session: &S,
+    marks: &S::Marks,
+    slot: u32,
+    owner: &[u8],
+    history: &mut ClaimHistory,
+) -> Result<Tried<S>, Fault> {
+    match session.take(neg, marks, slot, owner).await? {
+        Took::Claimed(stored) => Ok(Tried::Claimed((slot, stored))),
+        Took::Taken => Ok(Tried::Taken),
+        Took::Unreadable(why) => {
+            tracing::error!(slot, reason = %why, "slot's time mark is unreadable; never taking this slot");
+            history.skip.insert(slot);
+            session.let_go(marks, slot).await;
+            Ok(Tried::Skipped)
+        }
+    }
+}
+
+/// Claims a slot of a large pool by random probes (see the module documentation).
+async fn probe_slot<S: Session>(
+    neg: &Negotiation,
+    session: &S,
+    marks: &S::Marks,
+    prefer: Option<u32>,
+    owner: &[u8],
+    history: &mut ClaimHistory,
+) -> Result<Taken<S::Marks>, Failed> {
+    use rand::Rng;
+    let (p, pool) = (&neg.proto, neg.cfg.pool_size);
+    if let Some(s) = prefer {
+        // Our own entry from a lease lost to a foreign write frees the slot for us again.
+        session.let_go(marks, s).await;
+    }
+    let mut next = prefer.filter(|s| *s < pool && !history.skip.contains(s));
+    let mut misses = 0;
+    let mut reported = false;
+    // Each pass either claims, or sees a taken slot, or (after PROBES misses) lists the held
+    // slots once; an exhausted pool waits for a change. The bound only guards against a
+    // store that keeps answering "taken" for slots it does not list.
+    for _ in 0..100_000 {
+        let slot = match next.take() {
+            Some(s) => s,
+            None if misses < PROBES => random_slot(pool, &history.skip),
+            None => {
+                misses = 0;
+                let (held, change) = session.held(neg, marks, None).await?;
+                // At most |held ∪ skip| misses before a free slot, scanning from a random start.
+                let start = rand::rng().random_range(0..pool);
+                let free = (start..pool)
+                    .chain(0..start)
+                    .find(|n| !held.contains(n) && !history.skip.contains(n));
+                match free {
+                    Some(s) => s,
+                    None => {
+                        let spare = queued_as_spare(owner);
+                        if let Exhausted::GiveWay = exhausted(p, pool, &mut reported, spare) {
+                            return Err(Failed::GaveWay);
+                        }
+                        wait_exhausted(p, change).await;
+                        continue;
+                    }
+                }
+            }
+        };
+        match try_slot(neg, session, marks, slot, owner, history).await? {
+            Tried::Claimed(c) => return Ok(c),
+            Tried::Taken => misses += 1,
+            Tried::Skipped => {}
+        }
+    }
+    Err(Fault::Unavailable(format!("no free slot found in {}", neg.paths.slots())).into())
+}
+
+/// The free slot whose mark is lowest (a missing mark counts as 0); ties go to the lower slot.
+async fn lowest_mark<S: Session>(
+    neg: &Negotiation,
+    session: &S,
+    free: &[u32],
+) -> Result<u32, Fault> {
+    let marked = session.marks_of(neg, free).await?;
+    let best = marked.into_iter().map(|(n, mark)| (mark, n)).min();
+    Ok(best.map_or(free[0], |(_, n)| n))
+}

@@ -1,0 +1,354 @@
+//! How ZooKeeper does each step of the one negotiation ([`crate::lease::pool`]) within one
+//! session:
+//!
+//! - the queue is `queue/claim-<seq>` (ephemeral sequential): a place is its node name, the
+//!   one ahead is the next-lower node, watched alone (no herd);
+//! - the held slots are the children of `slots/`, listed with a watch. A slot node created by
+//!   this very session (left from a lost lease) is deleted and counts as free. A node left by
+//!   this lease's own *expired* session is not taken over: it vanishes when ZooKeeper expires
+//!   that session, and until then another slot is taken or, with none free, we wait;
+//! - a slot is taken by creating `slots/N` (ephemeral, owner JSON) in a `multi` that checks
+//!   the pool's `params` version and identity node agreed, then reading `marks/N` and
+//!   `witness/N` (created at 0 if missing): the claim is made before the read. `NodeExists`
+//!   means taken. A failure after the create may leave our node: the slot is a *suspect*,
+//!   freed at the next claim of this session.
+
+use super::marks::{PoolFence, Unreadable, ZkMarks};
+use super::pool::data_or_none;
+use super::tree::{parse_mark, parse_owner, Owner, Paths};
+use super::{acls, params, session, Fault};
+use crate::lease::identity::Record;
+use crate::lease::pool::{Change, Look, Negotiation, Recorded, Session, Took};
+use crate::lease::stop::Stop;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use zookeeper_client as zk;
+
+/// One ZooKeeper session of a lease.
+pub struct ZkSession {
+    pub(crate) client: zk::Client,
+    pub(crate) paths: Paths,
+    /// Digest auth or a client certificate in use: nodes are created creator-only.
+    pub(crate) restricted: bool,
+    /// Slots whose node this session may have created in a failed claim (ambiguous create,
+    /// error after create): freed at the next claim if this session owns them.
+    suspects: Mutex<BTreeSet<u32>>,
+    /// The version of the pool's `params` node as agreed in this session: every slot is
+    /// created in a `multi` that checks it.
+    params_version: i32,
+    /// The node of the pool's identity agreed in this session (`identity/<id>`): every slot
+    /// is created, and every mark written, in a `multi` that checks it. `None`: not checked
+    /// (a planted bug, for the campaign).
+    identity: Option<String>,
+}
+
+impl ZkSession {
+    pub(crate) fn new(client: zk::Client, paths: Paths, restricted: bool) -> ZkSession {
+        ZkSession {
+            client,
+            paths,
+            restricted,
+            suspects: Mutex::default(),
+            params_version: 0,
+            identity: None,
+        }
+    }
+
+    fn suspects(&self) -> std::sync::MutexGuard<'_, BTreeSet<u32>> {
+        self.suspects.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The children of `dir` with a watch: held slot numbers below `pool`.
+    fn held_of(children: &[String], pool: u32) -> BTreeSet<u32> {
+        children
+            .iter()
+            .filter_map(|c| c.parse::<u32>().ok())
+            .filter(|n| *n < pool)
+            .collect()
+    }
+
+    /// The queue's contenders, in queue order (sequence suffixes are zero-padded to ten
+    /// digits, so names sort like their numbers).
+    async fn queue(&self) -> Result<Vec<String>, zk::Error> {
+        let mut children = self.client.list_children(&self.paths.queue()).await?;
+        children.retain(|c| c.starts_with("claim-"));
+        children.sort();
+        Ok(children)
+    }
+}
+
+impl Session for ZkSession {
+    type Marks = ZkMarks;
+    type Place = String;
+    const ROOT_FLAG: &'static str = "--zk-root";
+
+    fn announce(&self) {
+        tracing::info!(session = %self.client.session_id(), "ZooKeeper session established");
+    }
+
+    fn owner_id(&self) -> String {
+        self.client.session_id().to_string()
+    }
+
+    fn follow(&self, neg: &Negotiation, ended: CancellationToken) -> JoinHandle<()> {
+        tokio::spawn(session::track_states(
+            self.client.state_watcher(),
+            neg.proto.metrics.clone(),
+            neg.proto.part.index,
+            ended,
+        ))
+    }
+
+    fn gauges(&self, neg: &Negotiation) -> JoinHandle<()> {
+        super::pool::spawn_gauges(
+            self.client.clone(),
+            self.paths.clone(),
+            neg.cfg.pool_size,
+            neg.proto.metrics.clone(),
+        )
+    }
+
+    fn looker(&self, neg: &Negotiation) -> Box<dyn FnMut() -> Look + Send> {
+        let (client, paths, pool) = (self.client.clone(), self.paths.clone(), neg.cfg.pool_size);
+        Box::new(move || Box::pin(super::pool::look(client.clone(), paths.clone(), pool)))
+    }
+
+    async fn prepare(
+        &mut self,
+        _neg: &Negotiation,
+        stop: &mut Stop,
+    ) -> Result<(), crate::lease::pool::holding::End> {
+        session::make_namespace(&self.client, &self.paths, self.restricted, stop).await
+    }
+
+    async fn params(&self, _neg: &Negotiation, data: &[u8]) -> Result<Option<Recorded>, Fault> {
+        params::record(self, data).await
+    }
+
+    async fn join(
+        &mut self,
+        neg: &Negotiation,
+        recorded: &Recorded,
+    ) -> Result<Option<Record>, Fault> {
+        let Some((node, rec)) = params::join_or_record(neg, self, recorded).await? else {
+            return Ok(None);
+        };
+        self.params_version = i32::try_from(recorded.version).unwrap_or(i32::MAX);
+        self.identity = Some(node);
+        Ok(Some(rec))
+    }
+
+    fn unfenced(&mut self, recorded: &Recorded) {
+        self.params_version = i32::try_from(recorded.version).unwrap_or(i32::MAX);
+        self.identity = None;
+    }
+
+    fn marks(&self, _neg: &Negotiation, witness: bool) -> ZkMarks {
+        ZkMarks {
+            client: self.client.clone(),
+            paths: self.paths.clone(),
+            auth: self.restricted,
+            pool: self.identity.clone().map(|identity| PoolFence {
+                params: self.paths.params(),
+                params_version: self.params_version,
+                identity,
+            }),
+            witness,
+        }
+    }
+
+    async fn tidy(&self, _neg: &Negotiation, marks: &ZkMarks) -> Result<(), Fault> {
+        // Queue nodes this session created earlier (a create whose reply was lost).
+        let queue = self.paths.queue();
+        for child in self.client.list_children(&queue).await? {
+            let path = format!("{queue}/{child}");
+            if let Ok((_, stat)) = self.client.get_data(&path).await {
+                if stat.ephemeral_owner == self.client.session_id().0 {
+                    tracing::info!(node = %child, "removing a queue node left by an earlier attempt");
+                    let _ = self.client.delete(&path, None).await;
+                }
+            }
+        }
+        let suspects = std::mem::take(&mut *self.suspects());
+        for slot in suspects {
+            marks.delete_if_ours(slot).await;
+        }
+        Ok(())
+    }
+
+    async fn enqueue(&self, _neg: &Negotiation, owner: &[u8]) -> Result<String, Fault> {
+        let mode = zk::CreateMode::EphemeralSequential.with_acls(acls(self.restricted));
+        let prefix = format!("{}/claim-", self.paths.queue());
+        let (_, seq) = self.client.create(&prefix, owner, &mode).await?;
+        Ok(format!("claim-{seq}"))
+    }
+
+    async fn ahead(
+        &self,
+        _neg: &Negotiation,
+        me: &String,
+    ) -> Result<Option<(String, Change)>, Fault> {
+        let children = self.queue().await?;
+        let pos = children
+            .iter()
+            .position(|c| c == me)
+            .ok_or_else(|| Fault::Unavailable(format!("queue node {me} vanished")))?;
+        if pos == 0 {
+            return Ok(None);
+        }
+        let prev = format!("{}/{}", self.paths.queue(), children[pos - 1]);
+        let change: Change = match self.client.check_and_watch_stat(&prev).await? {
+            (Some(_), watcher) => Box::pin(async move {
+                watcher.changed().await;
+            }),
+            // Gone already: look again at once.
+            (None, _) => Box::pin(async {}),
+        };
+        Ok(Some((format!("{pos} ahead"), change)))
+    }
+
+    async fn behind(&self, _neg: &Negotiation, me: &String) -> Result<Vec<Option<Owner>>, Fault> {
+        let queue = self.paths.queue();
+        let mut owners = Vec::new();
+        for c in self.queue().await?.into_iter().filter(|c| c > me) {
+            // A node gone meanwhile has left the queue.
+            if let Some((data, _)) = data_or_none(&self.client, &format!("{queue}/{c}")).await? {
+                owners.push(parse_owner(&data));
+            }
+        }
+        Ok(owners)
+    }
+
+    async fn leave(&self, _neg: &Negotiation, me: &String) {
+        let _ = self
+            .client
+            .delete(&format!("{}/{me}", self.paths.queue()), None)
+            .await;
+    }
+
+    async fn held(
+        &self,
+        neg: &Negotiation,
+        marks: &ZkMarks,
+        prefer: Option<u32>,
+    ) -> Result<(BTreeSet<u32>, Change), Fault> {
+        let (children, watcher) = self
+            .client
+            .list_and_watch_children(&self.paths.slots())
+            .await?;
+        let mut held = Self::held_of(&children, neg.cfg.pool_size);
+        // Nodes this session created earlier (a lease lost to a version mismatch) are ours.
+        if let Some(p) = prefer.filter(|p| held.contains(p)) {
+            if marks.delete_if_ours(p).await {
+                held.remove(&p);
+            }
+        }
+        let change: Change = Box::pin(async move {
+            watcher.changed().await;
+        });
+        Ok((held, change))
+    }
+
+    async fn marks_of(&self, _neg: &Negotiation, free: &[u32]) -> Result<Vec<(u32, u64)>, Fault> {
+        let marked: BTreeSet<u32> = self
+            .client
+            .list_children(&self.paths.marks())
+            .await?
+            .iter()
+            .filter_map(|c| c.parse().ok())
+            .collect();
+        let unmarked: Vec<(u32, u64)> = free
+            .iter()
+            .filter(|n| !marked.contains(n))
+            .map(|&n| (n, 0))
+            .collect();
+        if !unmarked.is_empty() {
+            return Ok(unmarked);
+        }
+        let mut reader = self.client.new_multi_reader();
+        for &n in free {
+            reader.add_get_data(&self.paths.mark(n))?;
+        }
+        let results = reader.commit().await?;
+        let marks: BTreeMap<u32, u64> = free
+            .iter()
+            .zip(results)
+            .map(|(&n, r)| match r {
+                zk::MultiReadResult::Data { data, .. } => {
+                    (n, parse_mark(&data).unwrap_or(u64::MAX))
+                }
+                _ => (n, 0),
+            })
+            .collect();
+        Ok(marks.into_iter().collect())
+    }
+
+    async fn take(
+        &self,
+        _neg: &Negotiation,
+        marks: &ZkMarks,
+        slot: u32,
+        owner: &[u8],
+    ) -> Result<Took<i32>, Fault> {
+        let eph = zk::CreateMode::Ephemeral.with_acls(acls(self.restricted));
+        // From here on a failure may leave our node behind: remember the slot as suspect.
+        self.suspects().insert(slot);
+        // Created only while the pool's parameters are still the ones this session agreed to.
+        let mut w = self.client.new_multi_writer();
+        w.add_check_version(&self.paths.params(), self.params_version)?;
+        if let Some(id) = &self.identity {
+            w.add_check_version(id, 0)?;
+        }
+        let create = 1 + usize::from(self.identity.is_some());
+        w.add_create(&self.paths.slot(slot), owner, &eph)?;
+        match w.commit().await {
+            Ok(_) => {}
+            Err(zk::MultiWriteError::OperationFailed {
+                index,
+                source: zk::Error::NodeExists,
+            }) if index == create => {
+                self.suspects().remove(&slot);
+                return Ok(Took::Taken);
+            }
+            Err(zk::MultiWriteError::OperationFailed { index, source }) if index < create => {
+                self.suspects().remove(&slot);
+                // A new session agrees on the pool again (refused if the parameters now differ).
+                return Err(Fault::SessionGone(format!(
+                    "the pool's parameters or identity changed under us ({}: {source}); agreeing again",
+                    self.paths.params()
+                )));
+            }
+            Err(e) => return Err(zk::Error::from(e).into()),
+        }
+        let read = marks.read_mark(slot).await;
+        if !matches!(read, Err(Unreadable::Zk(_))) {
+            self.suspects().remove(&slot);
+        }
+        match read {
+            Ok(stored) => Ok(Took::Claimed(stored)),
+            Err(Unreadable::Corrupt(why)) => Ok(Took::Unreadable(why)),
+            Err(Unreadable::Zk(e)) => Err(e.into()),
+        }
+    }
+
+    async fn let_go(&self, marks: &ZkMarks, slot: u32) -> bool {
+        let gone = marks.delete_if_ours(slot).await;
+        if !gone {
+            // Not given back (a passing fault): freed at the next claim, not left held until
+            // the session ends.
+            self.suspects().insert(slot);
+        }
+        gone
+    }
+
+    fn lost(self) -> Option<ZkSession> {
+        // Dropping the last handle sends CloseSession: nothing is left to end.
+        None
+    }
+
+    fn close(self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        session::close(self.client)
+    }
+}

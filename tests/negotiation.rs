@@ -1,0 +1,235 @@
+//! The negotiation's conformance suite, run against every store that hands out slots (a real
+//! ZooKeeper and a real etcd, each started per test on loopback ports): leases started in this
+//! process through the store's `start`, as `idcar serve` starts them, each with its own session
+//! or etcd lease. Queue order, exhaustion, the hand-over on release, the preferred slot and
+//! probing of large pools are the negotiation's (`idcar::lease::pool`), written once; each
+//! store must show the same behaviour. A new store is one `Fixture` and one `negotiation!` line
+//! at the end.
+
+mod common;
+
+use common::etcd::Etcd;
+use common::zk::Zk;
+use idcar::clock::SystemClock;
+use idcar::layout::{by_name, LayoutParams};
+use idcar::lease::etcd::{EtcdAccess, EtcdConfig};
+use idcar::lease::pool::PoolConfig;
+use idcar::lease::zk::{Access, ZkConfig};
+use idcar::lease::{LeaseHandle, LeaseState, Timing, Window};
+use idcar::metrics::Metrics;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A store that hands out slots: how to start one lease in it.
+trait Fixture: Send + Sync + Sized + 'static {
+    fn new() -> Self;
+    fn start(&self, pool: PoolConfig) -> LeaseHandle;
+}
+
+struct ZkFixture(Zk);
+
+impl Fixture for ZkFixture {
+    fn new() -> Self {
+        ZkFixture(Zk::standalone())
+    }
+    fn start(&self, pool: PoolConfig) -> LeaseHandle {
+        let store = ZkConfig {
+            connect: self.0.connect(),
+            session_timeout: Duration::from_secs(4),
+            access: Access::none(),
+        };
+        let (scheme, metrics) = scheme_and_metrics();
+        idcar::lease::zk::start(store, pool, scheme, Arc::new(SystemClock), metrics)
+    }
+}
+
+struct EtcdFixture(Etcd);
+
+impl Fixture for EtcdFixture {
+    fn new() -> Self {
+        EtcdFixture(Etcd::single())
+    }
+    fn start(&self, pool: PoolConfig) -> LeaseHandle {
+        let store = EtcdConfig {
+            access: EtcdAccess::new(&self.0.endpoints(), None, None).unwrap(),
+            ttl: Duration::from_secs(4),
+        };
+        let (scheme, metrics) = scheme_and_metrics();
+        idcar::lease::etcd::start(store, pool, scheme, Arc::new(SystemClock), metrics)
+    }
+}
+
+fn scheme_and_metrics() -> (idcar::layout::Scheme, Arc<Metrics>) {
+    let scheme = by_name("lable64", LayoutParams::default())
+        .unwrap()
+        .scheme();
+    (scheme, Arc::new(Metrics::new("lable64", 0)))
+}
+
+/// One lease of a pool of `size` (lable64, cluster 0), preferring `prefer`.
+fn pool(size: u32, prefer: Option<u32>) -> PoolConfig {
+    PoolConfig {
+        root: "/negotiation".into(),
+        layout: "lable64",
+        cluster: 0,
+        pool_size: size,
+        prefer,
+        timing: Timing {
+            horizon: Duration::from_millis(600),
+            renew_every: Duration::from_millis(200),
+            max_clock_wait: Duration::from_secs(5),
+            starve: Duration::ZERO,
+        },
+        pod: None,
+        pool_params: vec![("layout".into(), "lable64".into())],
+        planted: Default::default(),
+        part: Default::default(),
+    }
+}
+
+/// The window `lease` holds, waiting up to `limit` for one.
+async fn held(lease: &LeaseHandle, limit: Duration) -> Window {
+    let mut rx = lease.subscribe();
+    let s = tokio::time::timeout(limit, rx.wait_for(|s| s.window().is_some()))
+        .await
+        .unwrap_or_else(|_| {
+            panic!(
+                "no lease within {limit:?}: {:?}",
+                *lease.subscribe().borrow()
+            )
+        })
+        .unwrap()
+        .clone();
+    s.window().unwrap()
+}
+
+/// Waits until `lease` says why it holds nothing with a reason containing `what`.
+async fn pending_with(lease: &LeaseHandle, what: &str) {
+    let mut rx = lease.subscribe();
+    let found = tokio::time::timeout(
+        Duration::from_secs(10),
+        rx.wait_for(|s| matches!(s, LeaseState::Pending { reason } if reason.contains(what))),
+    )
+    .await;
+    assert!(
+        found.is_ok(),
+        "never pending with {what:?}: {:?}",
+        *lease.subscribe().borrow()
+    );
+}
+
+/// Whether `lease` holds a window now.
+fn holds(lease: &LeaseHandle) -> bool {
+    lease.subscribe().borrow().window().is_some()
+}
+
+const LIMIT: Duration = Duration::from_secs(15);
+
+/// Free slots go first, lowest number first; the slot preferred is taken when free.
+async fn free_and_preferred_slots<F: Fixture>() {
+    let f = F::new();
+    let a = f.start(pool(4, None));
+    assert_eq!(held(&a, LIMIT).await.slot, 0);
+    let b = f.start(pool(4, Some(3)));
+    assert_eq!(held(&b, LIMIT).await.slot, 3, "the preferred slot is free");
+    let c = f.start(pool(4, Some(0)));
+    assert_eq!(held(&c, LIMIT).await.slot, 1, "the preferred slot is held");
+    for l in [a, b, c] {
+        l.release(None).await.unwrap();
+    }
+}
+
+/// A full pool: the contender says so and waits at the head of the queue; the one queued
+/// after it waits behind it; a release hands the slot to the head first, above the mark the
+/// releaser wrote.
+async fn exhaustion_and_queue_order<F: Fixture>() {
+    let f = F::new();
+    let holder = f.start(pool(1, None));
+    let first = held(&holder, LIMIT).await;
+    let head = f.start(pool(1, None));
+    pending_with(&head, "pool exhausted").await;
+    let behind = f.start(pool(1, None));
+    pending_with(&behind, "waiting in the slot queue").await;
+    assert!(!holds(&head) && !holds(&behind));
+    holder.release(None).await.unwrap();
+    let next = held(&head, Duration::from_secs(5)).await;
+    assert_eq!(next.slot, first.slot);
+    assert!(
+        next.floor >= first.floor,
+        "the successor starts above what was written: {next:?} after {first:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!holds(&behind), "the head of the queue goes first");
+    pending_with(&behind, "pool exhausted").await;
+    head.release(None).await.unwrap();
+    held(&behind, Duration::from_secs(5)).await;
+    behind.release(None).await.unwrap();
+}
+
+/// A graceful release hands the slot over at once (not a session timeout later).
+async fn a_release_hands_over_at_once<F: Fixture>() {
+    let f = F::new();
+    let holder = f.start(pool(1, None));
+    held(&holder, LIMIT).await;
+    let waiter = f.start(pool(1, None));
+    pending_with(&waiter, "pool exhausted").await;
+    let released = std::time::Instant::now();
+    holder.release(None).await.unwrap();
+    held(&waiter, Duration::from_secs(3)).await;
+    let took = released.elapsed();
+    assert!(
+        took < Duration::from_secs(3),
+        "hand-over took {took:?}, as long as a session timeout"
+    );
+    waiter.release(None).await.unwrap();
+}
+
+/// Large pools are claimed by random probes: every instance holds a slot of its own in the
+/// pool, and the slot preferred is taken when free.
+async fn large_pools_are_probed<F: Fixture>() {
+    let f = F::new();
+    let size = 50_000;
+    let leases: Vec<LeaseHandle> = (0..4).map(|_| f.start(pool(size, None))).collect();
+    let mut slots = Vec::new();
+    for l in &leases {
+        slots.push(held(l, LIMIT).await.slot);
+    }
+    assert!(slots.iter().all(|s| *s < size), "{slots:?}");
+    let mut distinct = slots.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(distinct.len(), slots.len(), "a slot held twice: {slots:?}");
+    let preferred = f.start(pool(size, Some(size - 1)));
+    assert_eq!(held(&preferred, LIMIT).await.slot, size - 1);
+    for l in leases.into_iter().chain([preferred]) {
+        l.release(None).await.unwrap();
+    }
+}
+
+/// One test per check of the suite, for one store's fixture.
+macro_rules! negotiation {
+    ($store:ident, $fixture:ty) => {
+        mod $store {
+            use super::*;
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn free_and_preferred_slots() {
+                super::free_and_preferred_slots::<$fixture>().await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn exhaustion_and_queue_order() {
+                super::exhaustion_and_queue_order::<$fixture>().await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_release_hands_over_at_once() {
+                super::a_release_hands_over_at_once::<$fixture>().await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn large_pools_are_probed() {
+                super::large_pools_are_probed::<$fixture>().await
+            }
+        }
+    };
+}
+
+negotiation!(zookeeper, ZkFixture);
+negotiation!(etcd, EtcdFixture);
