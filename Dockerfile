@@ -7,10 +7,15 @@ COPY Cargo.toml Cargo.lock ./
 COPY src ./src
 COPY benches ./benches
 COPY examples ./examples
-# The Cargo workspace's other member (the Rust client crate): cargo reads its manifest and
-# finds its library; the server's binary does not build it.
+# The Cargo workspace's other members: cargo reads their manifests and finds their targets.
+# The generated etcd API is a dependency of the server; the Rust client and the fault campaign
+# are not built into the image.
+COPY crates/etcd-api/Cargo.toml ./crates/etcd-api/Cargo.toml
+COPY crates/etcd-api/src ./crates/etcd-api/src
 COPY clients/rust/Cargo.toml ./clients/rust/Cargo.toml
 COPY clients/rust/src ./clients/rust/src
+COPY campaign/Cargo.toml ./campaign/Cargo.toml
+COPY campaign/src ./campaign/src
 ENV CARGO_PROFILE_RELEASE_DEBUG=false \
     CARGO_PROFILE_RELEASE_STRIP=symbols
 RUN cargo build --release --locked --bin idcar

@@ -17,6 +17,8 @@
 #   mypy, typescript       PyPI / npm, pinned, by the clients' own test scripts (clients/python/
 #                          requirements-test.txt, clients/node/package-lock.json)
 #   kubernetes-validate    PyPI, pinned, in the venv      manifests against Kubernetes schemas
+#   protoc                 protobuf-compiler,             the generated etcd API regenerated and
+#                          libprotobuf-dev                compared (crates/etcd-api/tests)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -50,6 +52,8 @@ command -v faketime >/dev/null 2>&1 || missing+=(faketime)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 PATH="$PATH:/usr/sbin:/sbin" command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 PATH="$PATH:/usr/sbin:/sbin" command -v nft >/dev/null 2>&1 || missing+=(nftables)
+command -v protoc >/dev/null 2>&1 || missing+=(protobuf-compiler)
+[ -f /usr/include/google/protobuf/descriptor.proto ] || missing+=(libprotobuf-dev)
 command -v go >/dev/null 2>&1 || missing+=(golang-go)
 command -v gcc >/dev/null 2>&1 || missing+=(gcc)
 command -v node >/dev/null 2>&1 || missing+=(nodejs)

@@ -276,12 +276,8 @@ impl MarkStore for EtcdHolder {
     }
 }
 
-fn etcd_put(
-    key: &str,
-    value: &[u8],
-    lease: i64,
-) -> idcar::lease::etcd::pb::etcdserverpb::TxnRequest {
-    use idcar::lease::etcd::pb::etcdserverpb as rpc;
+fn etcd_put(key: &str, value: &[u8], lease: i64) -> idcar_etcd_api::etcdserverpb::TxnRequest {
+    use idcar_etcd_api::etcdserverpb as rpc;
     rpc::TxnRequest {
         compare: vec![rpc::Compare {
             result: rpc::compare::CompareResult::Equal as i32,
@@ -373,7 +369,7 @@ impl Fixture for EtcdFixture {
         self.delete(&self.paths.witness(SLOT)).await;
     }
     async fn witness(&self) -> u64 {
-        use idcar::lease::etcd::pb::etcdserverpb as rpc;
+        use idcar_etcd_api::etcdserverpb as rpc;
         let req = rpc::RangeRequest {
             key: self.paths.witness(SLOT).into_bytes(),
             ..Default::default()
@@ -389,7 +385,7 @@ impl Fixture for EtcdFixture {
         self.put(&self.paths.params(), b"{}").await;
     }
     async fn stored(&self) -> u64 {
-        use idcar::lease::etcd::pb::etcdserverpb as rpc;
+        use idcar_etcd_api::etcdserverpb as rpc;
         let key = self.paths.mark(SLOT);
         let r = self
             .client
@@ -410,7 +406,7 @@ impl Fixture for EtcdFixture {
 
 impl EtcdFixture {
     async fn put(&self, key: &str, value: &[u8]) {
-        use idcar::lease::etcd::pb::etcdserverpb as rpc;
+        use idcar_etcd_api::etcdserverpb as rpc;
         let put = rpc::TxnRequest {
             compare: vec![],
             success: vec![rpc::RequestOp {
@@ -426,7 +422,7 @@ impl EtcdFixture {
     }
 
     async fn delete(&self, key: &str) {
-        use idcar::lease::etcd::pb::etcdserverpb as rpc;
+        use idcar_etcd_api::etcdserverpb as rpc;
         let del = rpc::TxnRequest {
             compare: vec![],
             success: vec![rpc::RequestOp {
@@ -443,7 +439,7 @@ impl EtcdFixture {
     }
 
     async fn params_revisions(&self) -> (i64, i64) {
-        use idcar::lease::etcd::pb::etcdserverpb as rpc;
+        use idcar_etcd_api::etcdserverpb as rpc;
         let r = self
             .client
             .range(

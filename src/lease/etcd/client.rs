@@ -1,4 +1,4 @@
-//! A small etcd v3 client over the generated gRPC code (`pb`): the few calls the lease makes,
+//! A small etcd v3 client over the generated gRPC code (`idcar-etcd-api`): the few calls the lease makes,
 //! each bounded in time, with the endpoints of `--etcd` tried in turn, TLS, and user/password
 //! authentication.
 //!
@@ -13,10 +13,10 @@
 //! - The certificate and credential files are read when a client is built: the session loop
 //!   builds one per etcd lease, so rotated files are used from the next lease on.
 
-use super::pb::etcdserverpb as rpc;
-use super::pb::etcdserverpb::{auth_client::AuthClient, kv_client::KvClient};
-use super::pb::etcdserverpb::{lease_client::LeaseClient, watch_client::WatchClient};
 use crate::lease::tls::{check_ca, check_digest, check_pair, read_files, AccessError, TlsFiles};
+use idcar_etcd_api::etcdserverpb as rpc;
+use idcar_etcd_api::etcdserverpb::{auth_client::AuthClient, kv_client::KvClient};
+use idcar_etcd_api::etcdserverpb::{lease_client::LeaseClient, watch_client::WatchClient};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

@@ -16,11 +16,11 @@
 //!   holder can write it back does not lower a successor's floor.
 
 use super::client::{Etcd, EtcdError};
-use super::pb::etcdserverpb as rpc;
-use super::pb::etcdserverpb::compare::{CompareResult, CompareTarget, TargetUnion};
-use super::pb::etcdserverpb::request_op::Request;
 use crate::lease::pool::tree::{mark_data, parse_mark_and_token, Paths};
 use crate::lease::protocol::{Claim, MarkStore, Recheck, StoreError, Stored};
+use idcar_etcd_api::etcdserverpb as rpc;
+use idcar_etcd_api::etcdserverpb::compare::{CompareResult, CompareTarget, TargetUnion};
+use idcar_etcd_api::etcdserverpb::request_op::Request;
 
 /// One etcd lease's view of a pool's marks.
 pub struct EtcdMarks {
@@ -94,7 +94,10 @@ pub(crate) fn delete(key: &str) -> rpc::RequestOp {
 }
 
 /// The key-values a range operation of a transaction's answer read.
-pub(crate) fn range_kvs(r: &rpc::TxnResponse, index: usize) -> Vec<super::pb::mvccpb::KeyValue> {
+pub(crate) fn range_kvs(
+    r: &rpc::TxnResponse,
+    index: usize,
+) -> Vec<idcar_etcd_api::mvccpb::KeyValue> {
     match r.responses.get(index).and_then(|o| o.response.as_ref()) {
         Some(rpc::response_op::Response::ResponseRange(rr)) => rr.kvs.clone(),
         _ => Vec::new(),
@@ -103,7 +106,7 @@ pub(crate) fn range_kvs(r: &rpc::TxnResponse, index: usize) -> Vec<super::pb::mv
 
 /// A mark key's value as stored: ticks and version (a missing key reads 0 at version 0).
 pub(crate) fn stored(
-    kv: Option<&super::pb::mvccpb::KeyValue>,
+    kv: Option<&idcar_etcd_api::mvccpb::KeyValue>,
     key: &str,
 ) -> Result<Stored<i64>, String> {
     match kv {
@@ -126,7 +129,7 @@ pub(crate) fn stored(
 }
 
 /// A witness key's mark (missing: 0; unreadable: 0, said — the mark still stands).
-pub(crate) fn witness(kv: Option<&super::pb::mvccpb::KeyValue>) -> u64 {
+pub(crate) fn witness(kv: Option<&idcar_etcd_api::mvccpb::KeyValue>) -> u64 {
     let Some(kv) = kv else { return 0 };
     parse_mark_and_token(&kv.value).map_or_else(
         || {

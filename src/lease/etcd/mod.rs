@@ -23,7 +23,6 @@
 
 pub mod client;
 mod marks;
-pub mod pb;
 pub mod pool;
 mod session;
 mod slots;

@@ -2,14 +2,14 @@
 //! report (the same report, rendered the same way, as for ZooKeeper).
 
 use super::client::{prefix_end, Etcd, EtcdError};
-use super::pb::etcdserverpb as rpc;
-use super::pb::mvccpb::KeyValue;
 use crate::lease::pool::holding::Looked;
 use crate::lease::pool::report::{
     effective_pool_size, ClusterReport, IdentityReport, SlotReport, Waiter,
 };
 use crate::lease::pool::tree::{parse_mark, parse_owner, Paths};
 use crate::metrics::Metrics;
+use idcar_etcd_api::etcdserverpb as rpc;
+use idcar_etcd_api::mvccpb::KeyValue;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;

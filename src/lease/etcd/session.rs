@@ -4,12 +4,12 @@
 
 use super::client::{Etcd, EtcdError, Keeper};
 use super::marks::{absent, cmp, delete, get, put, range_kvs};
-use super::pb::etcdserverpb as rpc;
 use super::slots::EtcdSession;
 use super::{call_timeout, pool, EtcdConfig};
 use crate::lease::identity::{self, Record};
 use crate::lease::pool::tree::parse_mark_and_token;
 use crate::lease::pool::{Negotiation, Recorded};
+use idcar_etcd_api::etcdserverpb as rpc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -79,7 +79,7 @@ pub(crate) async fn join_or_record(
     session: &EtcdSession,
     params: &Recorded,
 ) -> Result<Option<Record>, EtcdError> {
-    use super::pb::etcdserverpb::compare::{CompareTarget, TargetUnion};
+    use idcar_etcd_api::etcdserverpb::compare::{CompareTarget, TargetUnion};
     let (etcd, paths) = (&session.etcd, &session.paths);
     let (created, modified) = (params.creation, params.version);
     let id = identity::id_of(created, modified);

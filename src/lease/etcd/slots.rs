@@ -13,13 +13,13 @@
 
 use super::client::{prefix_end, Etcd};
 use super::marks::{absent, cmp, delete, get, put, range_kvs, stored, witness, EtcdMarks};
-use super::pb::etcdserverpb as rpc;
-use super::pb::etcdserverpb::compare::{CompareTarget, TargetUnion};
-use super::pb::etcdserverpb::range_request::{SortOrder, SortTarget};
 use super::{session, EtcdError};
 use crate::lease::identity::Record;
 use crate::lease::pool::tree::{parse_mark, parse_owner, Owner, Paths};
 use crate::lease::pool::{Change, Fault, Look, Negotiation, Recorded, Session, Took};
+use idcar_etcd_api::etcdserverpb as rpc;
+use idcar_etcd_api::etcdserverpb::compare::{CompareTarget, TargetUnion};
+use idcar_etcd_api::etcdserverpb::range_request::{SortOrder, SortTarget};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 use tokio::task::JoinHandle;

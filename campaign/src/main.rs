@@ -166,6 +166,12 @@ fn catch_signals() {
 }
 
 /// Checks what the campaign needs before touching anything.
+/// The repository this campaign was built in (its scripts: `zk/lib.sh`; its `target/`).
+pub(crate) fn workspace() -> PathBuf {
+    let campaign = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    campaign.parent().unwrap_or(campaign).to_path_buf()
+}
+
 fn preflight(idcar: &std::path::Path, planted: PlantedBug) -> Result<()> {
     if !nix::unistd::geteuid().is_root() {
         bail!("the campaign needs root (network namespaces and nftables)");
@@ -236,7 +242,7 @@ fn run(args: Args) -> Result<bool> {
     };
     preflight(&idcar, args.plant_bug)?;
     let out = args.out.clone().unwrap_or_else(|| {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("target/campaign/seed-{seed}"))
+        workspace().join(format!("target/campaign/seed-{seed}"))
     });
     let _ = std::fs::remove_dir_all(&out);
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;

@@ -49,7 +49,7 @@ fn etcdctl(ns: &str, args: &[&str]) -> Result<String> {
 }
 
 fn lib_sh() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("zk/lib.sh")
+    crate::workspace().join("zk/lib.sh")
 }
 
 /// Runs a `zk/lib.sh` function inside namespace `ns`; its stdout.

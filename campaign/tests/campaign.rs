@@ -1,12 +1,14 @@
 //! The randomized fault campaign (`idcar-campaign`, whose checker's unit tests live beside it
-//! in `src/bin/idcar-campaign/check.rs`), short runs: it passes on main with a
+//! in `src/check.rs`), short runs: it passes on main with a
 //! fixed seed (lable64) and a random one (sno80), and with etcd as the store, every kind of
 //! fault drawn (the operator's faults on the store, planted panics, a release that times out
 //! and instances that disagree among them), and it catches the lease bugs planted behind the
 //! `fault-injection` feature (one with etcd too): a successor that skips the mark, a renewal
 //! that stores a lower one, a holder that does not write a lowered mark back, an abandoned
 //! release that writes the floor, a pool that ignores its identity. Each run is about 80 s; they run one at a
-//! time. Needs root (network namespaces, nftables), as CI has: see docs/campaign.md.
+//! time. Needs root (network namespaces, nftables), as CI has: see docs/campaign.md. They run the
+//! `idcar` binary built beside the campaign's with the testing aids, as the workspace's
+//! `cargo test` builds it (alone: `cargo build --features fault-injection --bin idcar` first).
 
 use serde_json::Value;
 use std::path::PathBuf;
@@ -20,6 +22,12 @@ fn campaign_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_idcar-campaign"))
 }
 
+/// The `idcar` binary built beside the campaign's (the campaign checks it carries the testing
+/// aids, and says how to build it if not).
+fn idcar_bin() -> PathBuf {
+    campaign_bin().with_file_name("idcar")
+}
+
 /// Runs a campaign; its exit code and report.
 fn campaign(args: &[&str]) -> (i32, Value) {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
@@ -27,7 +35,7 @@ fn campaign(args: &[&str]) -> (i32, Value) {
     let status = Command::new(campaign_bin())
         .args(args)
         .arg("--idcar")
-        .arg(env!("CARGO_BIN_EXE_idcar"))
+        .arg(idcar_bin())
         .arg("--out")
         .arg(out.path())
         .status()

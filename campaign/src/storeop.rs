@@ -14,9 +14,9 @@
 //! - `holder`: who holds slot `LOWER_BY` (its pod), nothing changed.
 
 use anyhow::{bail, Context, Result};
-use idcar::lease::etcd::pb::etcdserverpb as rpc;
 use idcar::lease::etcd::{Etcd, EtcdAccess};
 use idcar::lease::pool::tree::{parse_mark, parse_owner, Owner, Paths};
+use idcar_etcd_api::etcdserverpb as rpc;
 use rand::seq::IndexedRandom;
 use rand::SeedableRng;
 use std::time::Duration;
