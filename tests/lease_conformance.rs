@@ -332,10 +332,7 @@ impl Fixture for EtcdFixture {
             for _ in 0..600 {
                 match stream.as_mut() {
                     Some(k) => {
-                        if idcar::lease::etcd::client::Keeper::keep_alive(k)
-                            .await
-                            .is_err()
-                        {
+                        if idcar::lease::etcd::Keeper::keep_alive(k).await.is_err() {
                             stream = None;
                         }
                     }

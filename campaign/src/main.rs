@@ -241,9 +241,10 @@ fn run(args: Args) -> Result<bool> {
             .join("idcar"),
     };
     preflight(&idcar, args.plant_bug)?;
-    let out = args.out.clone().unwrap_or_else(|| {
-        workspace().join(format!("target/campaign/seed-{seed}"))
-    });
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| workspace().join(format!("target/campaign/seed-{seed}")));
     let _ = std::fs::remove_dir_all(&out);
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let stale = net::remove_stale();

@@ -12,7 +12,7 @@ use crate::lease::zk::{self, ZkConfig};
 use crate::lease::{Leases, Part};
 use crate::metrics::Metrics;
 use crate::server::{self, socket::SocketFile};
-use crate::service::Service;
+use crate::service::{Describe, Service};
 use anyhow::Context;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -300,19 +300,22 @@ pub async fn serve(mut cfg: ServeConfig) -> anyhow::Result<()> {
         _ => None,
     };
     let stalled = metrics.clock_stalled.clone();
-    let svc = Service::with_leases(
+    if let Some(what) = &issues_for {
+        tracing::warn!("{what}");
+    }
+    let describe = Describe {
+        params: cfg.params.clone(),
+        issues_for,
+    };
+    let svc = Service::new(
         cfg.layout,
         clock.clone(),
         metrics,
         lease.subscribe(),
         cfg.limits,
+        describe,
     )
     .context("cannot start the timer thread")?;
-    svc.set_params(&cfg.params);
-    if let Some(what) = issues_for {
-        tracing::warn!("{what}");
-        svc.set_issues_for(what);
-    }
     crate::clock::watch_clocks(svc.clock_faults(), clock, stalled)
         .context("cannot start the clock watchdog thread")?;
     let follower = tokio::spawn(svc.clone().follow_lease());

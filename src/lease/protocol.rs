@@ -57,110 +57,10 @@ pub use super::Timing;
 
 use super::pace::Pace;
 use super::planted::PlantedBug;
-use super::stop::{Interrupted, Stop};
-use super::{Issued, LeaseError, LeaseState, Part, Window};
-use crate::clock::Clock;
-use crate::layout::Scheme;
-use crate::metrics::Metrics;
+use super::stop::Stop;
+use super::Window;
 use std::future::Future;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::watch;
-
-/// What every lease shares: layout, clock, timings, metrics and the channel the lease is
-/// published on.
-pub struct Protocol {
-    pub scheme: Scheme,
-    pub clock: Arc<dyn Clock>,
-    pub metrics: Arc<Metrics>,
-    pub timing: Timing,
-    /// Only the protocol publishes lease states: through [`Protocol::pending`],
-    /// [`Protocol::lost`], [`Protocol::released`], [`Protocol::fail`] and its own hold loop.
-    tx: watch::Sender<LeaseState>,
-    /// Testing aid (cargo feature `fault-injection`): a deliberate bug for the campaign.
-    pub planted: PlantedBug,
-    /// Which of the instance's leases this is.
-    pub part: Part,
-}
-
-impl Protocol {
-    /// A protocol context and the receiver of what it publishes, starting as "pending" for
-    /// `reason`.
-    pub fn new(
-        scheme: Scheme,
-        clock: Arc<dyn Clock>,
-        metrics: Arc<Metrics>,
-        timing: Timing,
-        planted: PlantedBug,
-        part: Part,
-        reason: &str,
-    ) -> (Protocol, watch::Receiver<LeaseState>) {
-        let (tx, rx) = watch::channel(LeaseState::Pending {
-            reason: reason.into(),
-        });
-        let p = Protocol {
-            scheme,
-            clock,
-            metrics,
-            timing,
-            tx,
-            planted,
-            part,
-        };
-        (p, rx)
-    }
-
-    pub fn now_tick(&self) -> u64 {
-        self.scheme.now_tick(&*self.clock)
-    }
-
-    /// How long until the clock is past `mark`.
-    pub fn wait_past(&self, mark: u64) -> Duration {
-        self.scheme.wait_past(mark, self.clock.now_unix_ns())
-    }
-
-    /// Publishes "no lease yet", with why.
-    pub fn pending(&self, reason: impl Into<String>) {
-        self.tx.send_replace(LeaseState::Pending {
-            reason: reason.into(),
-        });
-    }
-
-    /// Publishes that the lease was lost and is being claimed again, with why.
-    pub fn lost(&self, reason: impl Into<String>) {
-        self.tx.send_replace(LeaseState::Lost {
-            reason: reason.into(),
-        });
-    }
-
-    /// Publishes that the lease was released on the owner's request.
-    pub fn released(&self) {
-        self.tx.send_replace(LeaseState::Released);
-    }
-
-    /// Publishes a failure for good, and returns it.
-    pub fn fail(&self, e: LeaseError) -> LeaseError {
-        self.tx.send_replace(LeaseState::Failed {
-            reason: e.to_string(),
-        });
-        e
-    }
-
-    /// The testing aid [`Timing::starve`]: zero unless built with `fault-injection`.
-    pub(crate) fn starve(&self) -> Duration {
-        #[cfg(feature = "fault-injection")]
-        return self.timing.starve;
-        #[cfg(not(feature = "fault-injection"))]
-        Duration::ZERO
-    }
-
-    pub(crate) fn planted(&self) -> PlantedBug {
-        #[cfg(feature = "fault-injection")]
-        return self.planted;
-        #[cfg(not(feature = "fault-injection"))]
-        PlantedBug::None
-    }
-}
 
 impl<V: Copy> Claim<V> {
     /// A claim on `slot` whose mark was read as `stored`.
@@ -208,63 +108,6 @@ pub enum Outcome {
     ClockBehind(Duration),
 }
 
-/// How long the clock still needs to pass `floor`; `Err` with that wait when it exceeds
-/// `--max-clock-wait`. A mark written `horizon` ahead is passed up to two ticks after the
-/// horizon (the rest of the tick it was written in, and the mark's own tick), so those two
-/// ticks are allowed on top: `--max-clock-wait` equal to the horizon always waits out a crash.
-pub fn clock_wait(p: &Protocol, floor: u64) -> Result<Duration, Duration> {
-    if p.planted() == PlantedBug::SkipMarkWait {
-        return Ok(Duration::ZERO);
-    }
-    let wait = p.wait_past(floor);
-    if wait > p.timing.max_clock_wait + p.scheme.rounding_slack() {
-        Err(wait)
-    } else {
-        Ok(wait)
-    }
-}
-
-/// The clock is further behind a claim's `floor` than `--max-clock-wait` (the mark of `key`:
-/// another instance's clock or `--lease-horizon` runs ahead, or this host's clock was set
-/// back): waits for it anyway — never a crash loop, which a supervisor's back-off would
-/// stretch far past the mark — not ready meanwhile, saying why and how long is left (updated
-/// every second), with a warning in the log. `Err` if interrupted first; the caller holds the
-/// claim, and holds it again once the mark has passed.
-pub async fn wait_far_ahead(
-    p: &Protocol,
-    key: &str,
-    floor: u64,
-    stop: &mut Stop,
-) -> Result<(), Interrupted> {
-    let max = p.timing.max_clock_wait;
-    let left = p.wait_past(floor);
-    tracing::warn!(
-        key,
-        ahead = ?left,
-        ?max,
-        "the stored time mark is further ahead of this host's clock than --max-clock-wait; \
-         waiting for it to pass (another instance's clock or --lease-horizon may run ahead, or \
-         this host's clock was set back)"
-    );
-    // Bounded: each pass sleeps at most a second of what the clock says is left, and the
-    // whole wait at most what was left at the start plus as much again (a clock that keeps
-    // moving back ends it; the caller then looks again).
-    let until = Instant::now() + left * 2 + Duration::from_secs(1);
-    loop {
-        let left = p.wait_past(floor);
-        if left.is_zero() || Instant::now() > until {
-            return Ok(());
-        }
-        p.pending(format!(
-            "the stored time mark for {key} is {:.1}s ahead of this host's clock, more than the \
-             {max:?} of --max-clock-wait: waiting for it to pass (another instance's clock or \
-             --lease-horizon runs ahead, or this host's clock was set back)",
-            left.as_secs_f64()
-        ));
-        stop.sleep(left.min(Duration::from_secs(1))).await?;
-    }
-}
-
 /// The floor of a claim: the mark its slot's last holder wrote, except under the planted bug
 /// [`PlantedBug::SkipMarkWait`] (campaign only), which starts just below the clock.
 fn claimed_floor(p: &Protocol, mark: u64) -> u64 {
@@ -298,14 +141,6 @@ pub fn recovered<V: Copy>(claim: &Claim<V>, version: V, value: u64, want: u64) -
         ..*claim
     };
     (claim, want.max(claim.mark))
-}
-
-/// The mark to write on release: the highest tick issued for `slot`, never below `floor`.
-pub fn mark_down(slot: u32, floor: u64, highest: Option<Issued>) -> u64 {
-    match highest {
-        Some(h) if h.slot == slot => h.tick.max(floor),
-        _ => floor,
-    }
 }
 
 /// Holds `claim`: waits for the clock to pass its floor, writes the first mark, publishes the
@@ -354,14 +189,15 @@ pub async fn hold<S: MarkStore>(
                 written = store.write(&claim, stored).await;
             }
         }
-        match written {
+        let holding = published && !lapsed;
+        next = match written {
             Ok(version) => {
                 p.metrics
                     .lease
                     .renewal_seconds
                     .observe(t.elapsed().as_secs_f64());
                 let took = due.elapsed();
-                if published && !lapsed {
+                if holding {
                     if p.now_tick() > claim.mark {
                         // The write outlived the mark without `or_lapse` seeing it (a store
                         // that completes on its first poll, such as the state file).
@@ -374,59 +210,17 @@ pub async fn hold<S: MarkStore>(
                 claim.version = version;
                 publish(p, &claim, &mut published, &mut lapsed, generation);
                 unconfirmed.clear();
-                next = pace.next(took, p.wait_past(claim.mark));
+                pace.next(took, p.wait_past(claim.mark))
             }
             Err(e @ (StoreError::SessionGone(_) | StoreError::Refused(_))) => {
-                let holding = published && !lapsed;
-                let refused = matches!(e, StoreError::Refused(_));
-                let reason = format!("renewing: {e}");
-                return Outcome::SessionGone {
-                    reason,
-                    holding,
-                    refused,
-                };
+                return session_gone(&e, "renewing", holding);
             }
-            Err(StoreError::Conflict(e)) => match store.recheck(&claim).await {
-                Ok(Recheck::Ours(now))
-                    if now.mark <= claim.mark && p.planted() != PlantedBug::NoWriteBack =>
-                {
-                    // The slot is still ours and its mark was lowered or deleted by someone
-                    // else: write it back up before anything else, so that no successor ever
-                    // reads it as its floor. The window in force stays (it is below it).
-                    // Someone who keeps lowering it is answered at most every 50 ms.
-                    restore(p, store, &claim, now.mark);
-                    claim.version = now.version;
-                    next = Duration::from_millis(50);
+            Err(StoreError::Conflict(e)) => {
+                match after_conflict(p, store, &mut claim, &e, holding, &mut lapsed).await {
+                    Ok(wait) => wait,
+                    Err(end) => return end,
                 }
-                Ok(Recheck::PoolReplaced(why)) => {
-                    return replaced(p, store, &claim, &why);
-                }
-                Err(e @ (StoreError::SessionGone(_) | StoreError::Refused(_))) => {
-                    let holding = published && !lapsed;
-                    let refused = matches!(e, StoreError::Refused(_));
-                    let reason = format!("rechecking the slot: {e}");
-                    return Outcome::SessionGone {
-                        reason,
-                        holding,
-                        refused,
-                    };
-                }
-                Err(why) => {
-                    // Cannot tell whose the slot is now: keep it (giving it back could hand a
-                    // lowered mark on), stop at the mark in force, and look again soon.
-                    p.metrics.lease.renewals.with_label_values(&["error"]).inc();
-                    tracing::warn!(error = %why, mark = claim.mark, "a mark write failed and the slot could not be rechecked");
-                    if published && !lapsed && p.now_tick() > claim.mark {
-                        lapse(p, store, &claim, &mut lapsed);
-                    }
-                    next = (p.timing.renew_every / 4).max(Duration::from_millis(50));
-                }
-                Ok(Recheck::Gone | Recheck::Ours(_)) => {
-                    stolen(p, store, &claim, &e).await;
-                    let (slot, mark) = (claim.slot, claim.mark);
-                    return Outcome::Stolen { slot, mark };
-                }
-            },
+            }
             Err(StoreError::Unavailable(e)) => {
                 // Unreachable or slow: the mark already written stays in force. The write
                 // may still have been applied.
@@ -438,11 +232,72 @@ pub async fn hold<S: MarkStore>(
                     attempted = want,
                     "could not renew the time mark"
                 );
-                if published && !lapsed && p.now_tick() > claim.mark {
+                if holding && p.now_tick() > claim.mark {
                     lapse(p, store, &claim, &mut lapsed);
                 }
-                next = (p.timing.renew_every / 4).max(Duration::from_millis(50));
+                retry_wait(p)
             }
+        };
+    }
+}
+
+/// The store's session ended (or it refused us) while `during`: how the hold ends.
+fn session_gone(e: &StoreError, during: &str, holding: bool) -> Outcome {
+    Outcome::SessionGone {
+        reason: format!("{during}: {e}"),
+        holding,
+        refused: matches!(e, StoreError::Refused(_)),
+    }
+}
+
+/// How soon a failed write is tried again.
+fn retry_wait(p: &Protocol) -> Duration {
+    (p.timing.renew_every / 4).max(Duration::from_millis(50))
+}
+
+/// A write failed on its compare-and-set (`e`): whether the slot is still ours, and what its
+/// mark is now, decide. The wait before the next write, or how the hold ends. `holding`: a
+/// window is in force.
+async fn after_conflict<S: MarkStore>(
+    p: &Protocol,
+    store: &S,
+    claim: &mut Claim<S::Version>,
+    e: &str,
+    holding: bool,
+    lapsed: &mut bool,
+) -> Result<Duration, Outcome> {
+    match store.recheck(claim).await {
+        Ok(Recheck::Ours(now))
+            if now.mark <= claim.mark && p.planted() != PlantedBug::NoWriteBack =>
+        {
+            // The slot is still ours and its mark was lowered or deleted by someone else:
+            // write it back up before anything else, so that no successor ever reads it as
+            // its floor. The window in force stays (it is below it). Someone who keeps
+            // lowering it is answered at most every 50 ms.
+            restore(p, store, claim, now.mark);
+            claim.version = now.version;
+            Ok(Duration::from_millis(50))
+        }
+        Ok(Recheck::PoolReplaced(why)) => Err(replaced(p, store, claim, &why)),
+        Err(gone @ (StoreError::SessionGone(_) | StoreError::Refused(_))) => {
+            Err(session_gone(&gone, "rechecking the slot", holding))
+        }
+        Err(why) => {
+            // Cannot tell whose the slot is now: keep it (giving it back could hand a lowered
+            // mark on), stop at the mark in force, and look again soon.
+            p.metrics.lease.renewals.with_label_values(&["error"]).inc();
+            tracing::warn!(error = %why, mark = claim.mark, "a mark write failed and the slot could not be rechecked");
+            if holding && p.now_tick() > claim.mark {
+                lapse(p, store, claim, lapsed);
+            }
+            Ok(retry_wait(p))
+        }
+        Ok(Recheck::Gone | Recheck::Ours(_)) => {
+            stolen(p, store, claim, e).await;
+            Err(Outcome::Stolen {
+                slot: claim.slot,
+                mark: claim.mark,
+            })
         }
     }
 }
@@ -455,102 +310,6 @@ async fn starve(p: &Protocol) {
     if !d.is_zero() {
         tokio::time::sleep(d).await;
     }
-}
-
-/// Waits until the clock is past the claim's floor, re-checking the bound in case the clock
-/// moves back meanwhile. `Some` when the hold ends instead.
-async fn wait_past_floor<S: MarkStore>(
-    p: &Protocol,
-    store: &S,
-    claim: &Claim<S::Version>,
-    stop: &mut Stop,
-) -> Option<Outcome> {
-    let started = Instant::now();
-    // Bounded: each pass sleeps what the clock says is left; the bound ends a clock that
-    // keeps moving back.
-    loop {
-        let wait = match clock_wait(p, claim.floor) {
-            Ok(w) => w,
-            Err(ahead) => return Some(Outcome::ClockBehind(ahead)),
-        };
-        if wait.is_zero() {
-            break;
-        }
-        if started.elapsed() + wait > p.timing.max_clock_wait + p.scheme.rounding_slack() {
-            return Some(Outcome::ClockBehind(wait));
-        }
-        tracing::info!(
-            slot = claim.slot,
-            wait_ms = wait.as_millis() as u64,
-            floor = claim.floor,
-            "waiting for the clock to pass the slot's mark"
-        );
-        p.pending(format!(
-            "waiting {wait:?} for the clock to pass slot {}'s mark",
-            claim.slot
-        ));
-        if let Err(i) = stop.sleep(wait).await {
-            return Some(interrupted(p, store, claim, i, false, &[]).await);
-        }
-    }
-    p.metrics
-        .lease
-        .mark_wait_seconds
-        .observe(started.elapsed().as_secs_f64());
-    None
-}
-
-/// What an interrupted wait means: the release (written down first), or the session's end.
-async fn interrupted<S: MarkStore>(
-    p: &Protocol,
-    store: &S,
-    claim: &Claim<S::Version>,
-    i: Interrupted,
-    holding: bool,
-    unconfirmed: &[u64],
-) -> Outcome {
-    match i {
-        Interrupted::Release(highest) => match release(p, store, claim, highest, unconfirmed).await
-        {
-            Ok(_) => Outcome::Released,
-            Err(e) => Outcome::ReleaseFailed(e),
-        },
-        Interrupted::Abandoned => abandon(p, store, claim, unconfirmed).await,
-        Interrupted::SessionEnded => Outcome::SessionGone {
-            reason: "session ended while holding the lease".into(),
-            holding,
-            refused: false,
-        },
-    }
-}
-
-/// The owner is gone without saying what it issued: the highest tick issued is unknown, so
-/// the mark is written down to no less than the mark last written (the floor would lower it
-/// below ticks that may have been issued) and the slot let go; a successor waits past it.
-async fn abandon<S: MarkStore>(
-    p: &Protocol,
-    store: &S,
-    claim: &Claim<S::Version>,
-    unconfirmed: &[u64],
-) -> Outcome {
-    tracing::warn!(
-        slot = claim.slot,
-        mark = claim.mark,
-        "released without the highest tick issued: the time mark in force stays"
-    );
-    if p.planted() == PlantedBug::AbandonToFloor {
-        p.released();
-        let _ = store.write_down(claim, claim.floor).await;
-        return Outcome::Abandoned;
-    }
-    // The mark last written bounds every tick issued: written down to itself, which lowers
-    // nothing of ours and raises a mark someone else lowered.
-    let highest = Issued {
-        slot: claim.slot,
-        tick: claim.mark,
-    };
-    let _ = release(p, store, claim, Some(highest), unconfirmed).await;
-    Outcome::Abandoned
 }
 
 /// Awaits `write`; if `runs_out` (when given) passes first, calls `on_lapse` at that moment
@@ -589,13 +348,11 @@ fn lapse<S: MarkStore>(p: &Protocol, store: &S, claim: &Claim<S::Version>, lapse
         "lease lost: the time mark ran out while {} could not be written",
         store.name()
     );
-    p.tx.send_replace(LeaseState::Lost {
-        reason: format!(
-            "slot {}'s time mark ran out: {} cannot be written",
-            claim.slot,
-            store.name()
-        ),
-    });
+    p.lost(format!(
+        "slot {}'s time mark ran out: {} cannot be written",
+        claim.slot,
+        store.name()
+    ));
 }
 
 /// Publishes the window after a successful mark write (a new generation the first time).
@@ -620,12 +377,12 @@ fn publish<V>(
             "lease held"
         );
     }
-    p.tx.send_replace(LeaseState::Held(Window {
+    p.held(Window {
         slot: claim.slot,
         floor: claim.floor,
         mark: claim.mark,
         generation: *generation,
-    }));
+    });
 }
 
 /// The slot is still ours but its mark was lowered (or deleted) by someone else: said where an
@@ -662,9 +419,7 @@ fn replaced<S: MarkStore>(
         claim.slot
     );
     tracing::warn!(key = %store.key(claim.slot), reason = %reason, "lease lost");
-    p.tx.send_replace(LeaseState::Lost {
-        reason: reason.clone(),
-    });
+    p.lost(reason.clone());
     Outcome::PoolReplaced { reason }
 }
 
@@ -675,69 +430,19 @@ async fn stolen<S: MarkStore>(p: &Protocol, store: &S, claim: &Claim<S::Version>
     p.metrics.lease.losses.with_label_values(&["stolen"]).inc();
     let why = format!("slot {} lost: {e}", claim.slot);
     tracing::warn!(reason = %why, "lease lost; claiming again");
-    p.tx.send_replace(LeaseState::Lost { reason: why });
+    p.lost(why);
     store.give_back(claim.slot).await;
 }
 
-/// Releases the claim: the mark written down to the highest tick issued (never below the
-/// floor), the slot let go. `unconfirmed`: marks written with no reply since the last
-/// confirmed write — one of ours found in the store is written down from. The mark written,
-/// or why not (the slot then frees as the store frees it: the session's end, the next start).
-pub async fn release<S: MarkStore>(
-    p: &Protocol,
-    store: &S,
-    claim: &Claim<S::Version>,
-    highest: Option<Issued>,
-    unconfirmed: &[u64],
-) -> Result<u64, StoreError> {
-    p.released();
-    let down = mark_down(claim.slot, claim.floor, highest);
-    let mut written = store.write_down(claim, down).await;
-    if matches!(written, Err(StoreError::Conflict(_))) && !unconfirmed.is_empty() {
-        if let Some((version, value)) = store.own_write(claim, unconfirmed).await {
-            let (claim, _) = recovered(claim, version, value, down);
-            written = store.write_down(&claim, down).await;
-        }
-    }
-    // The slot still ours and its mark lowered or deleted by someone else: the mark must not
-    // stay lowered for the next holder. Written down over it, to what was issued (a few
-    // tries: a passing fault must not leave it lowered).
-    for _ in 0..3 {
-        if !matches!(written, Err(StoreError::Conflict(_)))
-            || p.planted() == PlantedBug::NoWriteBack
-        {
-            break;
-        }
-        match store.recheck(claim).await {
-            Ok(Recheck::Ours(now)) if now.mark <= claim.mark => {
-                restore(p, store, claim, now.mark);
-                let claim = Claim {
-                    version: now.version,
-                    ..*claim
-                };
-                written = store.write_down(&claim, down).await;
-            }
-            Err(StoreError::Unavailable(_)) => {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            _ => break,
-        }
-    }
-    match written {
-        Ok(()) => {
-            tracing::info!(
-                slot = claim.slot,
-                mark = down,
-                "slot released; mark written down to the highest issued time"
-            );
-            Ok(down)
-        }
-        Err(e) => {
-            tracing::warn!(slot = claim.slot, error = %e, "could not release the slot cleanly");
-            Err(e)
-        }
-    }
-}
+mod context;
+mod release;
+mod wait;
+
+pub use context::Protocol;
+use release::interrupted;
+pub use release::{mark_down, release};
+use wait::wait_past_floor;
+pub use wait::{clock_wait, wait_far_ahead};
 
 #[cfg(test)]
 mod tests;

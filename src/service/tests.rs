@@ -3,6 +3,8 @@
 
 use super::*;
 use crate::clock::ManualClock;
+use crate::generator::Window;
+use std::time::Instant;
 
 use crate::layout::{by_name, LayoutParams};
 
@@ -31,7 +33,15 @@ fn service(
     };
     let metrics = Arc::new(Metrics::new("lable64", 3));
     (
-        Service::new(layout, clock, metrics, rx, limits).unwrap(),
+        Service::new(
+            layout,
+            clock,
+            metrics,
+            vec![rx],
+            limits,
+            Describe::default(),
+        )
+        .unwrap(),
         tx,
     )
 }
@@ -118,7 +128,7 @@ async fn a_newcomer_queues_behind_a_waiter_for_the_fresh_tick() {
         }
     });
     let deadline = Instant::now() + Duration::from_secs(5);
-    while svc.metrics.sequence_waits.get() == 0 {
+    while svc.metrics().sequence_waits.get() == 0 {
         assert!(Instant::now() < deadline, "the waiter never waited");
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
@@ -147,19 +157,18 @@ async fn spent_tick_waits_until_deadline_then_times_out() {
     svc.issue(64, &RequestOptions::default(), &mut out)
         .await
         .unwrap();
-    let svc2 = Arc::new(Service {
-        limits: Limits {
-            max_batch: 1_000,
-            max_wait: Duration::from_millis(50),
-        },
-        ..Arc::into_inner(svc).unwrap()
-    });
+    let mut svc = Arc::into_inner(svc).unwrap();
+    svc.issuing.limits = Limits {
+        max_batch: 1_000,
+        max_wait: Duration::from_millis(50),
+    };
+    let svc2 = Arc::new(svc);
     let e = svc2
         .issue(1, &RequestOptions::default(), &mut out)
         .await
         .unwrap_err();
     assert_eq!(e, IssueError::TimedOut(Duration::from_millis(50)));
-    assert!(svc2.metrics.sequence_waits.get() >= 1);
+    assert!(svc2.metrics().sequence_waits.get() >= 1);
 }
 
 mod sno80 {
@@ -188,7 +197,15 @@ mod sno80 {
             max_wait: Duration::from_secs(5),
         };
         let metrics = Arc::new(Metrics::new("sno80", 0));
-        let svc = Service::new(layout, clock.clone(), metrics, rx, limits).unwrap();
+        let svc = Service::new(
+            layout,
+            clock.clone(),
+            metrics,
+            vec![rx],
+            limits,
+            Describe::default(),
+        )
+        .unwrap();
         let opts = RequestOptions {
             meta: Some(9),
             transaction: false,

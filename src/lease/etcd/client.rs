@@ -13,16 +13,15 @@
 //! - The certificate and credential files are read when a client is built: the session loop
 //!   builds one per etcd lease, so rotated files are used from the next lease on.
 
-use crate::lease::tls::{check_ca, check_digest, check_pair, read_files, AccessError, TlsFiles};
+use super::access::EtcdAccess;
 use idcar_etcd_api::etcdserverpb as rpc;
 use idcar_etcd_api::etcdserverpb::{auth_client::AuthClient, kv_client::KvClient};
-use idcar_etcd_api::etcdserverpb::{lease_client::LeaseClient, watch_client::WatchClient};
-use std::path::PathBuf;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tonic::metadata::{AsciiMetadataValue, MetadataValue};
-use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
+use tonic::transport::{Channel, Endpoint};
 
 /// How an etcd call failed, as the lease must treat it.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -42,145 +41,14 @@ pub enum EtcdError {
     Fatal(String),
 }
 
-/// Where etcd is and how to reach it, checked (files read once at start to fail early).
-#[derive(Clone, Debug)]
-pub struct EtcdAccess {
-    /// `http://host:port` or `https://host:port`, at least one.
-    pub endpoints: Vec<String>,
-    /// `--etcd-tls-ca` and the client certificate.
-    pub tls: Option<TlsFiles>,
-    /// `--etcd-auth-file`: one line `user:password`.
-    pub auth_file: Option<PathBuf>,
-}
-
-impl EtcdAccess {
-    /// Checks the endpoints against the TLS setting and reads every file once.
-    pub fn new(
-        endpoints: &str,
-        tls: Option<TlsFiles>,
-        auth_file: Option<PathBuf>,
-    ) -> Result<EtcdAccess, AccessError> {
-        let mut list = Vec::new();
-        for e in endpoints.split(',') {
-            let e = e.trim();
-            let url = if e.contains("://") {
-                e.to_string()
-            } else if tls.is_some() {
-                format!("https://{e}")
-            } else {
-                format!("http://{e}")
-            };
-            let bad = |why: &str| AccessError(format!("--etcd {e:?}: {why}"));
-            let rest = match (url.split_once("://"), tls.is_some()) {
-                (Some(("https", _)), false) => return Err(bad(
-                    "an https endpoint needs --etcd-tls-ca (the CA that signed etcd's certificate)",
-                )),
-                (Some(("http", _)), true) => {
-                    return Err(bad(
-                        "a plaintext endpoint while --etcd-tls-ca is given; idcar never falls \
-                         back to plaintext (use https://)",
-                    ))
-                }
-                (Some(("http" | "https", rest)), _) => rest,
-                _ => {
-                    return Err(bad(
-                        "expected host:port, http://host:port or https://host:port",
-                    ))
-                }
-            };
-            let hostport = rest.trim_end_matches('/');
-            let port_ok = hostport
-                .rsplit_once(':')
-                .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
-            if e.is_empty() || !port_ok || hostport.contains(['/', ' ', '@']) {
-                return Err(bad(
-                    "expected host:port, http://host:port or https://host:port",
-                ));
-            }
-            list.push(format!("{}://{hostport}", url.split_once("://").unwrap().0));
-        }
-        let access = EtcdAccess {
-            endpoints: list,
-            tls,
-            auth_file,
-        };
-        access.read_files()?;
-        Ok(access)
-    }
-
-    /// The user and password of `--etcd-auth-file`, and the TLS files, read and checked now.
-    fn read_files(&self) -> Result<Loaded, AccessError> {
-        Ok((self.read_user()?, self.read_tls()?))
-    }
-
-    /// The user and password of `--etcd-auth-file`, read now.
-    fn read_user(&self) -> Result<Option<(String, String)>, AccessError> {
-        Ok(match &self.auth_file {
-            None => None,
-            Some(p) => {
-                let s = std::fs::read_to_string(p).map_err(|e| {
-                    AccessError(format!(
-                        "--etcd-auth-file {}: cannot read: {e}",
-                        p.display()
-                    ))
-                })?;
-                let s = s.trim_end_matches(['\n', '\r']);
-                check_digest(s).map_err(|why| {
-                    AccessError(format!("--etcd-auth-file {}: {why}", p.display()))
-                })?;
-                let (u, pw) = s.split_once(':').expect("checked");
-                Some((u.to_string(), pw.to_string()))
-            }
-        })
-    }
-
-    /// The TLS settings from the files of `--etcd-tls-*`, read and checked now.
-    fn read_tls(&self) -> Result<Option<ClientTlsConfig>, AccessError> {
-        Ok(match &self.tls {
-            None => None,
-            Some(files) => {
-                let c = read_files("etcd", files)?;
-                check_ca("etcd", &files.ca, &c.ca)?;
-                let mut t = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(&c.ca));
-                if let (Some((cert, key)), Some((cert_pem, key_pem))) =
-                    (&files.identity, &c.identity)
-                {
-                    check_pair("etcd", cert, cert_pem, key, key_pem)?;
-                    t = t.identity(Identity::from_pem(cert_pem, key_pem));
-                }
-                Some(t)
-            }
-        })
-    }
-
-    /// The flags that identify us, for messages.
-    pub fn identity_flags(&self) -> String {
-        let mut f = Vec::new();
-        if self.auth_file.is_some() {
-            f.push("--etcd-auth-file");
-        }
-        if self.tls.as_ref().is_some_and(|t| t.identity.is_some()) {
-            f.push("--etcd-tls-cert");
-        }
-        if f.is_empty() {
-            "no credential (give --etcd-auth-file or a client certificate)".into()
-        } else {
-            f.join(" and ")
-        }
-    }
-}
-
-/// What [`EtcdAccess`]'s files hold: the user and password, and the TLS settings.
-type Loaded = (Option<(String, String)>, Option<ClientTlsConfig>);
-
 /// A connected client (channels are opened lazily, per endpoint). Cheap to clone.
 #[derive(Clone)]
 pub struct Etcd {
-    inner: Arc<Inner>,
+    pub(super) inner: Arc<Inner>,
 }
 
-struct Inner {
-    endpoints: Vec<(String, Channel)>,
+pub(super) struct Inner {
+    pub(super) endpoints: Vec<(String, Channel)>,
     /// The endpoint the next call goes to.
     current: AtomicUsize,
     /// Where the user and password come from: read again when etcd wants a new token.
@@ -191,7 +59,7 @@ struct Inner {
     /// at once (a member restarted), and one new token serves them all.
     authenticating: tokio::sync::Mutex<()>,
     /// The bound of one call.
-    timeout: Duration,
+    pub(super) timeout: Duration,
 }
 
 impl Etcd {
@@ -248,14 +116,14 @@ impl Etcd {
         urls.join(",")
     }
 
-    fn pick(&self) -> (usize, Channel) {
+    pub(super) fn pick(&self) -> (usize, Channel) {
         let n = self.inner.endpoints.len();
         let i = self.inner.current.load(Ordering::Relaxed) % n;
         (i, self.inner.endpoints[i].1.clone())
     }
 
     /// The next call goes to the endpoint after `i` (unless another call moved on already).
-    fn move_on(&self, i: usize) {
+    pub(super) fn move_on(&self, i: usize) {
         let n = self.inner.endpoints.len();
         let _ = self.inner.current.compare_exchange(
             i,
@@ -265,7 +133,7 @@ impl Etcd {
         );
     }
 
-    fn request<T>(&self, msg: T) -> tonic::Request<T> {
+    pub(super) fn request<T>(&self, msg: T) -> tonic::Request<T> {
         let mut r = tonic::Request::new(msg);
         r.set_timeout(self.inner.timeout);
         r.metadata_mut()
@@ -362,7 +230,12 @@ impl Etcd {
 
     /// [`Etcd::call`] on each endpoint in turn while they are unreachable: for calls that may
     /// be repeated (reads, keep-alives, grants — a lease granted twice expires unused).
-    async fn call_any<T: Clone, R, F, Fut>(&self, what: &str, msg: T, f: F) -> Result<R, EtcdError>
+    pub(super) async fn call_any<T: Clone, R, F, Fut>(
+        &self,
+        what: &str,
+        msg: T,
+        f: F,
+    ) -> Result<R, EtcdError>
     where
         F: Fn(Channel, tonic::Request<T>) -> Fut,
         Fut: std::future::Future<Output = Result<tonic::Response<R>, tonic::Status>>,
@@ -400,177 +273,6 @@ impl Etcd {
         )
         .await
     }
-
-    /// Grants a lease of `ttl` seconds: its ID and the TTL etcd gave it.
-    pub async fn grant(&self, ttl: i64) -> Result<(i64, i64), EtcdError> {
-        let req = rpc::LeaseGrantRequest { ttl, id: 0 };
-        let r = self
-            .call_any("granting a lease", req, |ch, r| async move {
-                LeaseClient::new(ch).lease_grant(r).await
-            })
-            .await?;
-        if !r.error.is_empty() {
-            return Err(EtcdError::Unavailable(format!(
-                "granting a lease: {}",
-                r.error
-            )));
-        }
-        Ok((r.id, r.ttl))
-    }
-
-    /// Revokes a lease: every key attached to it goes.
-    pub async fn revoke(&self, id: i64) -> Result<(), EtcdError> {
-        let req = rpc::LeaseRevokeRequest { id };
-        self.call_any("revoking a lease", req, |ch, r| async move {
-            LeaseClient::new(ch).lease_revoke(r).await
-        })
-        .await
-        .map(|_| ())
-    }
-
-    /// Opens a keep-alive stream for lease `id` on the current endpoint and keeps the lease
-    /// alive once on it (bounded): the stream and the TTL the lease has again. The first
-    /// request goes out with the stream: etcd answers the stream's headers only with the
-    /// first answer.
-    pub async fn keeper(&self, id: i64) -> Result<(Keeper, i64), EtcdError> {
-        let (i, ch) = self.pick();
-        let (tx, rx) = tokio::sync::mpsc::channel(1);
-        tx.try_send(rpc::LeaseKeepAliveRequest { id })
-            .expect("an empty channel takes one request");
-        let mut req = self.request(tokio_stream::wrappers::ReceiverStream::new(rx));
-        // A stream lives for the lease: no grpc-timeout on it, each answer is bounded.
-        req.metadata_mut().remove("grpc-timeout");
-        let url = &self.inner.endpoints[i].0;
-        let opened = tokio::time::timeout(self.inner.timeout, async {
-            let mut rx = LeaseClient::new(ch)
-                .lease_keep_alive(req)
-                .await?
-                .into_inner();
-            let first = rx.message().await?;
-            Ok::<_, tonic::Status>((rx, first))
-        })
-        .await;
-        match opened {
-            Ok(Ok((rx, Some(first)))) => Ok((
-                Keeper {
-                    id,
-                    tx,
-                    rx,
-                    timeout: self.inner.timeout,
-                    etcd: self.clone(),
-                    endpoint: i,
-                },
-                first.ttl,
-            )),
-            Ok(Ok((_, None))) => {
-                self.move_on(i);
-                Err(EtcdError::Unavailable(format!(
-                    "keeping the lease alive: etcd at {url} closed the stream"
-                )))
-            }
-            Ok(Err(s)) => {
-                let e = classify(&s, "keeping the lease alive", url);
-                if matches!(e, EtcdError::Unavailable(_)) {
-                    self.move_on(i);
-                }
-                Err(e)
-            }
-            Err(_) => {
-                self.move_on(i);
-                Err(EtcdError::Unavailable(format!(
-                    "keeping the lease alive: no answer from etcd at {url} within {:?}",
-                    self.inner.timeout
-                )))
-            }
-        }
-    }
-
-    /// Waits until a key in `[key, range_end)` changes after `revision`, or `max` passes, or
-    /// the watch fails (the caller reads again in every case: a watch only saves polling).
-    pub async fn wait_change(&self, key: &[u8], range_end: &[u8], revision: i64, max: Duration) {
-        let create = rpc::WatchRequest {
-            request_union: Some(rpc::watch_request::RequestUnion::CreateRequest(
-                rpc::WatchCreateRequest {
-                    key: key.to_vec(),
-                    range_end: range_end.to_vec(),
-                    start_revision: revision + 1,
-                    ..Default::default()
-                },
-            )),
-        };
-        let (i, ch) = self.pick();
-        // The request stream stays open while we wait: etcd keeps a watch while its stream is.
-        let (tx, rx) = tokio::sync::mpsc::channel(1);
-        let _ = tx.send(create).await;
-        let mut req = self.request(tokio_stream::wrappers::ReceiverStream::new(rx));
-        req.set_timeout(max + self.inner.timeout);
-        let watch = async {
-            let mut s = WatchClient::new(ch).watch(req).await?.into_inner();
-            while let Some(m) = s.message().await? {
-                if m.canceled || !m.events.is_empty() || m.compact_revision != 0 {
-                    return Ok(());
-                }
-            }
-            Ok::<(), tonic::Status>(())
-        };
-        let started = std::time::Instant::now();
-        match tokio::time::timeout(max, watch).await {
-            Ok(Err(s)) if matches!(classify(&s, "", ""), EtcdError::Unavailable(_)) => {
-                self.move_on(i)
-            }
-            _ => {}
-        }
-        drop(tx);
-        // Not a busy loop against an etcd that ends or refuses watches at once: the callers
-        // read again after every return.
-        let min = Duration::from_millis(100);
-        if let Some(rest) = min.checked_sub(started.elapsed()) {
-            tokio::time::sleep(rest).await;
-        }
-    }
-}
-
-/// One lease's keep-alive stream: a request and its answer per keep-alive, on one HTTP/2
-/// stream for as long as it works (a new stream per keep-alive would cost etcd a stream set-up
-/// each time, for every instance).
-pub struct Keeper {
-    id: i64,
-    tx: tokio::sync::mpsc::Sender<rpc::LeaseKeepAliveRequest>,
-    rx: tonic::Streaming<rpc::LeaseKeepAliveResponse>,
-    timeout: Duration,
-    /// The client and endpoint the stream is on: a broken stream moves the client on.
-    etcd: Etcd,
-    endpoint: usize,
-}
-
-impl Keeper {
-    /// One keep-alive: the TTL the lease has again (0 or less: it is gone). An error means
-    /// the stream is broken: open another.
-    pub async fn keep_alive(&mut self) -> Result<i64, EtcdError> {
-        let req = rpc::LeaseKeepAliveRequest { id: self.id };
-        let answer = tokio::time::timeout(self.timeout, async {
-            self.tx
-                .send(req)
-                .await
-                .map_err(|_| tonic::Status::unavailable("the keep-alive stream closed"))?;
-            self.rx.message().await
-        })
-        .await;
-        let r = match answer {
-            Ok(Ok(Some(m))) => Ok(m.ttl),
-            Ok(Ok(None)) => Err(EtcdError::Unavailable("the keep-alive stream ended".into())),
-            Ok(Err(s)) => Err(classify(&s, "keeping the lease alive", "")),
-            Err(_) => Err(EtcdError::Unavailable(format!(
-                "keeping the lease alive: no answer within {:?}",
-                self.timeout
-            ))),
-        };
-        if matches!(r, Err(EtcdError::Unavailable(_))) {
-            // The next stream opens on another member.
-            self.etcd.move_on(self.endpoint);
-        }
-        r
-    }
 }
 
 /// etcd no longer takes our token (a member restarted, the auth store changed): fetch another.
@@ -592,7 +294,7 @@ pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
 }
 
 /// How an etcd status bears on the lease. Messages keep etcd's own words, with what we did.
-fn classify(s: &tonic::Status, what: &str, url: &str) -> EtcdError {
+pub(super) fn classify(s: &tonic::Status, what: &str, url: &str) -> EtcdError {
     use tonic::Code;
     let msg = s.message();
     let detail = source_chain(s);
@@ -667,6 +369,7 @@ fn tls_reason(detail: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lease::tls::TlsFiles;
 
     #[test]
     fn a_prefix_ends_after_its_last_key() {

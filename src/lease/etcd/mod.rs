@@ -12,7 +12,9 @@
 //! <prefix>/<layout>/<cluster>/identity/<id>   no lease   the pool's identity record
 //! ```
 //!
-//! - `client`: the gRPC client — endpoints in turn, TLS, user/password, bounded calls;
+//! - `access`: endpoints, TLS and user/password, checked naming the flag;
+//! - `client`: the gRPC client — endpoints in turn, bounded calls, the token fetched again;
+//! - `leases`: grant, revoke and keep alive an etcd lease; wait for a change;
 //! - `session`: grant a lease, keep it alive; record the pool's identity;
 //! - `slots`: the etcd lease as the negotiation's [`Session`](crate::lease::pool::Session) —
 //!   queue in create-revision order, take a free slot in one transaction;
@@ -21,13 +23,17 @@
 //!
 //! The steps themselves, and their order, are the negotiation's ([`crate::lease::pool`]).
 
+mod access;
 pub mod client;
+mod leases;
 mod marks;
 pub mod pool;
 mod session;
 mod slots;
 
-pub use client::{Etcd, EtcdAccess, EtcdError};
+pub use access::EtcdAccess;
+pub use client::{Etcd, EtcdError};
+pub use leases::Keeper;
 pub use marks::EtcdMarks;
 
 use slots::EtcdSession;

@@ -2,7 +2,8 @@
 //! alive, taken as gone only when etcd says so (a keep-alive answered with TTL 0, a call
 //! naming it "not found"); and how the pool's identity is recorded in keys.
 
-use super::client::{Etcd, EtcdError, Keeper};
+use super::client::{Etcd, EtcdError};
+use super::leases::Keeper;
 use super::marks::{absent, cmp, delete, get, put, range_kvs};
 use super::slots::EtcdSession;
 use super::{call_timeout, pool, EtcdConfig};

@@ -2,6 +2,7 @@
 //! `tests/lease_conformance.rs`.
 
 use super::*;
+use crate::lease::Issued;
 use tokio::time::Instant;
 
 fn claim(mark: u64) -> Claim<i32> {

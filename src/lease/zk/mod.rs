@@ -6,6 +6,7 @@
 //!   namespace's directory nodes, close;
 //! - `access`: TLS and credentials — certificate and credential files read for every new
 //!   connection, errors that name the flag, creator-only ACLs when an identity is given;
+//!   `diagnose`: a handshake of its own to say which flag is wrong when a connection fails;
 //! - `params`: how the pool's parameters and identity are recorded in znodes;
 //! - `slots`: the session as the negotiation's [`Session`](crate::lease::pool::Session) —
 //!   the queue of ephemeral sequential nodes, `slots/N` created in a fenced `multi`;
@@ -14,6 +15,7 @@
 //! - [`pool`]: pool gauges from watches, and `idcar pool`'s report.
 
 pub(crate) mod access;
+mod diagnose;
 mod marks;
 mod params;
 pub mod pool;

@@ -96,6 +96,37 @@ pub(crate) async fn data_or_none(
     }
 }
 
+/// What a pool's instances agreed on, as recorded (`None`: no `params` yet).
+async fn identity_report(
+    client: &zk::Client,
+    paths: &Paths,
+) -> Result<Option<IdentityReport>, zk::Error> {
+    Ok(match data_or_none(client, &paths.params()).await? {
+        None => None,
+        Some((params, stat)) => {
+            let id = crate::lease::identity::id_of(stat.czxid, i64::from(stat.version));
+            let mut records = match client.list_children(&paths.identities()).await {
+                Ok(r) => r,
+                Err(zk::Error::NoNode) => Vec::new(),
+                Err(e) => return Err(e),
+            };
+            records.sort();
+            let first = records
+                .into_iter()
+                .find(|r| r.starts_with(&format!("{id}-")));
+            let rec = match &first {
+                Some(name) => data_or_none(client, &paths.identity(name)).await?,
+                None => None,
+            };
+            Some(IdentityReport::new(
+                &params,
+                first.as_deref().unwrap_or(&id),
+                rec.as_ref().map(|(d, _)| d.as_slice()),
+            ))
+        }
+    })
+}
+
 /// Reads the pool of `layout` for `cluster` (or every cluster found) under `root`; free
 /// slots counted in `pool_size` if `given`, else in the pool's recorded size.
 pub async fn report(
@@ -158,30 +189,7 @@ pub async fn report(
                 .and_then(|(d, _)| parse_owner(&d));
             waiting.push(Waiter { node, owner });
         }
-        let identity = match data_or_none(client, &paths.params()).await? {
-            None => None,
-            Some((params, stat)) => {
-                let id = crate::lease::identity::id_of(stat.czxid, i64::from(stat.version));
-                let mut records = match client.list_children(&paths.identities()).await {
-                    Ok(r) => r,
-                    Err(zk::Error::NoNode) => Vec::new(),
-                    Err(e) => return Err(e),
-                };
-                records.sort();
-                let first = records
-                    .into_iter()
-                    .find(|r| r.starts_with(&format!("{id}-")));
-                let rec = match &first {
-                    Some(name) => data_or_none(client, &paths.identity(name)).await?,
-                    None => None,
-                };
-                Some(IdentityReport::new(
-                    &params,
-                    first.as_deref().unwrap_or(&id),
-                    rec.as_ref().map(|(d, _)| d.as_slice()),
-                ))
-            }
-        };
+        let identity = identity_report(client, &paths).await?;
         let size = effective_pool_size(pool_size, given, identity.as_ref());
         let mut r = ClusterReport::new(layout, c, size, held, waiting);
         r.identity = identity;

@@ -1,0 +1,180 @@
+//! etcd's lease and watch calls: grant, revoke, keep alive on one stream per lease, and wait
+//! for a change (bounded).
+
+use super::client::{classify, Etcd, EtcdError};
+use idcar_etcd_api::etcdserverpb as rpc;
+use idcar_etcd_api::etcdserverpb::{lease_client::LeaseClient, watch_client::WatchClient};
+use std::time::Duration;
+
+impl Etcd {
+    /// Grants a lease of `ttl` seconds: its ID and the TTL etcd gave it.
+    pub async fn grant(&self, ttl: i64) -> Result<(i64, i64), EtcdError> {
+        let req = rpc::LeaseGrantRequest { ttl, id: 0 };
+        let r = self
+            .call_any("granting a lease", req, |ch, r| async move {
+                LeaseClient::new(ch).lease_grant(r).await
+            })
+            .await?;
+        if !r.error.is_empty() {
+            return Err(EtcdError::Unavailable(format!(
+                "granting a lease: {}",
+                r.error
+            )));
+        }
+        Ok((r.id, r.ttl))
+    }
+
+    /// Revokes a lease: every key attached to it goes.
+    pub async fn revoke(&self, id: i64) -> Result<(), EtcdError> {
+        let req = rpc::LeaseRevokeRequest { id };
+        self.call_any("revoking a lease", req, |ch, r| async move {
+            LeaseClient::new(ch).lease_revoke(r).await
+        })
+        .await
+        .map(|_| ())
+    }
+
+    /// Opens a keep-alive stream for lease `id` on the current endpoint and keeps the lease
+    /// alive once on it (bounded): the stream and the TTL the lease has again. The first
+    /// request goes out with the stream: etcd answers the stream's headers only with the
+    /// first answer.
+    pub async fn keeper(&self, id: i64) -> Result<(Keeper, i64), EtcdError> {
+        let (i, ch) = self.pick();
+        let (tx, rx) = tokio::sync::mpsc::channel(1);
+        tx.try_send(rpc::LeaseKeepAliveRequest { id })
+            .expect("an empty channel takes one request");
+        let mut req = self.request(tokio_stream::wrappers::ReceiverStream::new(rx));
+        // A stream lives for the lease: no grpc-timeout on it, each answer is bounded.
+        req.metadata_mut().remove("grpc-timeout");
+        let url = &self.inner.endpoints[i].0;
+        let opened = tokio::time::timeout(self.inner.timeout, async {
+            let mut rx = LeaseClient::new(ch)
+                .lease_keep_alive(req)
+                .await?
+                .into_inner();
+            let first = rx.message().await?;
+            Ok::<_, tonic::Status>((rx, first))
+        })
+        .await;
+        match opened {
+            Ok(Ok((rx, Some(first)))) => Ok((
+                Keeper {
+                    id,
+                    tx,
+                    rx,
+                    timeout: self.inner.timeout,
+                    etcd: self.clone(),
+                    endpoint: i,
+                },
+                first.ttl,
+            )),
+            Ok(Ok((_, None))) => {
+                self.move_on(i);
+                Err(EtcdError::Unavailable(format!(
+                    "keeping the lease alive: etcd at {url} closed the stream"
+                )))
+            }
+            Ok(Err(s)) => {
+                let e = classify(&s, "keeping the lease alive", url);
+                if matches!(e, EtcdError::Unavailable(_)) {
+                    self.move_on(i);
+                }
+                Err(e)
+            }
+            Err(_) => {
+                self.move_on(i);
+                Err(EtcdError::Unavailable(format!(
+                    "keeping the lease alive: no answer from etcd at {url} within {:?}",
+                    self.inner.timeout
+                )))
+            }
+        }
+    }
+
+    /// Waits until a key in `[key, range_end)` changes after `revision`, or `max` passes, or
+    /// the watch fails (the caller reads again in every case: a watch only saves polling).
+    pub async fn wait_change(&self, key: &[u8], range_end: &[u8], revision: i64, max: Duration) {
+        let create = rpc::WatchRequest {
+            request_union: Some(rpc::watch_request::RequestUnion::CreateRequest(
+                rpc::WatchCreateRequest {
+                    key: key.to_vec(),
+                    range_end: range_end.to_vec(),
+                    start_revision: revision + 1,
+                    ..Default::default()
+                },
+            )),
+        };
+        let (i, ch) = self.pick();
+        // The request stream stays open while we wait: etcd keeps a watch while its stream is.
+        let (tx, rx) = tokio::sync::mpsc::channel(1);
+        let _ = tx.send(create).await;
+        let mut req = self.request(tokio_stream::wrappers::ReceiverStream::new(rx));
+        req.set_timeout(max + self.inner.timeout);
+        let watch = async {
+            let mut s = WatchClient::new(ch).watch(req).await?.into_inner();
+            while let Some(m) = s.message().await? {
+                if m.canceled || !m.events.is_empty() || m.compact_revision != 0 {
+                    return Ok(());
+                }
+            }
+            Ok::<(), tonic::Status>(())
+        };
+        let started = std::time::Instant::now();
+        match tokio::time::timeout(max, watch).await {
+            Ok(Err(s)) if matches!(classify(&s, "", ""), EtcdError::Unavailable(_)) => {
+                self.move_on(i)
+            }
+            _ => {}
+        }
+        drop(tx);
+        // Not a busy loop against an etcd that ends or refuses watches at once: the callers
+        // read again after every return.
+        let min = Duration::from_millis(100);
+        if let Some(rest) = min.checked_sub(started.elapsed()) {
+            tokio::time::sleep(rest).await;
+        }
+    }
+}
+
+/// One lease's keep-alive stream: a request and its answer per keep-alive, on one HTTP/2
+/// stream for as long as it works (a new stream per keep-alive would cost etcd a stream set-up
+/// each time, for every instance).
+pub struct Keeper {
+    id: i64,
+    tx: tokio::sync::mpsc::Sender<rpc::LeaseKeepAliveRequest>,
+    rx: tonic::Streaming<rpc::LeaseKeepAliveResponse>,
+    timeout: Duration,
+    /// The client and endpoint the stream is on: a broken stream moves the client on.
+    etcd: Etcd,
+    endpoint: usize,
+}
+
+impl Keeper {
+    /// One keep-alive: the TTL the lease has again (0 or less: it is gone). An error means
+    /// the stream is broken: open another.
+    pub async fn keep_alive(&mut self) -> Result<i64, EtcdError> {
+        let req = rpc::LeaseKeepAliveRequest { id: self.id };
+        let answer = tokio::time::timeout(self.timeout, async {
+            self.tx
+                .send(req)
+                .await
+                .map_err(|_| tonic::Status::unavailable("the keep-alive stream closed"))?;
+            self.rx.message().await
+        })
+        .await;
+        let r = match answer {
+            Ok(Ok(Some(m))) => Ok(m.ttl),
+            Ok(Ok(None)) => Err(EtcdError::Unavailable("the keep-alive stream ended".into())),
+            Ok(Err(s)) => Err(classify(&s, "keeping the lease alive", "")),
+            Err(_) => Err(EtcdError::Unavailable(format!(
+                "keeping the lease alive: no answer within {:?}",
+                self.timeout
+            ))),
+        };
+        if matches!(r, Err(EtcdError::Unavailable(_))) {
+            // The next stream opens on another member.
+            self.etcd.move_on(self.endpoint);
+        }
+        r
+    }
+}
