@@ -4,7 +4,7 @@
 //! subcommands only ever see checked values. Layouts report their own domain errors
 //! ([`layout::BuildError`]); this module maps them to flags.
 
-use crate::cli::{DecodeArgs, EtcdArgs, LayoutArgs, PoolArgs, ProbeArgs, ServeArgs, ZkArgs};
+use crate::cli::{DecodeArgs, LayoutArgs, PoolArgs, ProbeArgs, ServeArgs};
 use crate::layout::{self, BuildError, Layout, Param, TextForm};
 use crate::lease::protocol::Timing;
 use crate::server::{AdminLimits, ConnLimits};
@@ -98,129 +98,6 @@ pub enum LeaseSource {
     Zk(ZkSettings),
     /// A slot negotiated in etcd.
     Etcd(EtcdSettings),
-}
-
-/// How to reach etcd, checked (shared by `serve` and `pool`).
-#[derive(Debug, Clone)]
-pub struct EtcdConn {
-    pub access: crate::lease::etcd::EtcdAccess,
-    pub prefix: String,
-    pub ttl: Duration,
-}
-
-/// Checked etcd settings of `serve`.
-#[derive(Debug, Clone)]
-pub struct EtcdSettings {
-    pub conn: EtcdConn,
-    pub pool_size: u32,
-    /// The slot the first lease prefers (the next ones prefer the slots after it).
-    pub prefer: Option<u32>,
-    /// The pod name for the slot's owner record.
-    pub pod: Option<String>,
-    /// How many slots the instance holds at once (`--slots`).
-    pub slots: u32,
-}
-
-impl EtcdConn {
-    /// Checks the etcd flags shared by `serve` and `pool`.
-    pub fn from_args(endpoints: &str, e: &EtcdArgs) -> Result<EtcdConn, UsageError> {
-        let prefix = e.etcd_prefix.trim_end_matches('/');
-        if !prefix.starts_with('/') || prefix.split('/').skip(1).any(str::is_empty) {
-            return usage(format!(
-                "--etcd-prefix {:?}: expected an absolute path such as /idcar",
-                e.etcd_prefix
-            ));
-        }
-        let ttl = e.etcd_ttl;
-        if ttl.subsec_nanos() != 0 || ttl < Duration::from_secs(2) || ttl > Duration::from_secs(600)
-        {
-            return usage(format!(
-                "--etcd-ttl must be whole seconds between 2s (etcd's minimum) and 10m, got {ttl:?}"
-            ));
-        }
-        let tls = match (&e.etcd_tls_ca, &e.etcd_tls_cert, &e.etcd_tls_key) {
-            (None, None, None) => None,
-            (None, _, _) => {
-                return usage("--etcd-tls-cert and --etcd-tls-key need --etcd-tls-ca (TLS to etcd)")
-            }
-            (Some(ca), cert, key) => Some(crate::lease::tls::TlsFiles {
-                ca: ca.clone(),
-                identity: cert.clone().zip(key.clone()),
-            }),
-        };
-        let access = crate::lease::etcd::EtcdAccess::new(endpoints, tls, e.etcd_auth_file.clone())
-            .map_err(|e| UsageError(e.0))?;
-        Ok(EtcdConn {
-            access,
-            prefix: prefix.to_string(),
-            ttl,
-        })
-    }
-}
-
-/// How to reach ZooKeeper, checked (shared by `serve` and `pool`).
-#[derive(Debug, Clone)]
-pub struct ZkConn {
-    pub connect: String,
-    pub root: String,
-    pub session_timeout: Duration,
-    /// TLS and credentials (files read and checked).
-    pub access: crate::lease::zk::Access,
-}
-
-/// Checked ZooKeeper settings of `serve`.
-#[derive(Debug, Clone)]
-pub struct ZkSettings {
-    pub conn: ZkConn,
-    pub pool_size: u32,
-    /// The slot the first lease prefers (the next ones prefer the slots after it).
-    pub prefer: Option<u32>,
-    /// The pod name for the slot's owner record.
-    pub pod: Option<String>,
-    /// How many slots the instance holds at once (`--slots`).
-    pub slots: u32,
-}
-
-impl ZkConn {
-    /// Checks the ZooKeeper flags shared by `serve` and `pool`.
-    pub fn from_args(connect: &str, z: &ZkArgs) -> Result<ZkConn, UsageError> {
-        if connect.trim().is_empty() {
-            return usage(
-                "--zk: empty connect string (expected host:port[,host:port...][/chroot])",
-            );
-        }
-        let root = z.zk_root.trim_end_matches('/');
-        if !root.starts_with('/') || root.split('/').skip(1).any(str::is_empty) {
-            return usage(format!(
-                "--zk-root {:?}: expected an absolute path such as /idcar",
-                z.zk_root
-            ));
-        }
-        if z.zk_session_timeout < Duration::from_millis(400)
-            || z.zk_session_timeout > Duration::from_secs(600)
-        {
-            return usage("--zk-session-timeout must be between 400ms and 10m");
-        }
-        let tls = match (&z.zk_tls_ca, &z.zk_tls_cert, &z.zk_tls_key) {
-            (None, None, None) => None,
-            (None, _, _) => {
-                return usage("--zk-tls-cert and --zk-tls-key need --zk-tls-ca (TLS to ZooKeeper)")
-            }
-            (Some(ca), cert, key) => Some(crate::lease::tls::TlsFiles {
-                ca: ca.clone(),
-                identity: cert.clone().zip(key.clone()),
-            }),
-        };
-        let access = crate::lease::zk::Access::new(z.zk_auth.clone(), z.zk_auth_file.clone(), tls)
-            .map_err(|e| UsageError(e.0))?;
-        access.check_connect(connect).map_err(|e| UsageError(e.0))?;
-        Ok(ZkConn {
-            connect: connect.to_string(),
-            root: root.to_string(),
-            session_timeout: z.zk_session_timeout,
-            access,
-        })
-    }
 }
 
 /// Parses an admin listener address: `HOST:PORT`, or `none`/`off`/empty for no listener.
@@ -320,7 +197,7 @@ fn planted_panic(_: &ServeArgs) -> crate::panics::PlantedPanic {
 
 #[cfg(feature = "fault-injection")]
 fn starve(a: &ServeArgs) -> Duration {
-    a.starve_renewals.min(HOUR)
+    a.starve_renewals.min(lease::HOUR)
 }
 
 #[cfg(not(feature = "fault-injection"))]
@@ -348,207 +225,6 @@ fn serve_layout(a: &ServeArgs, now_unix_ns: u64) -> Result<Box<dyn Layout>, Usag
         ));
     }
     Ok(layout)
-}
-
-/// A static slot, or the ZooKeeper settings to negotiate one.
-fn lease_source(a: &ServeArgs, layout: &dyn Layout) -> Result<LeaseSource, UsageError> {
-    let slots = layout.scheme().slots;
-    if let Some(g) = a.generator_id.filter(|g| *g >= slots) {
-        return usage(format!(
-            "--generator-id {g} is out of range: layout {} has {slots} generator IDs (0-{})",
-            layout.name(),
-            slots - 1
-        ));
-    }
-    if a.zk.is_some() && a.etcd.is_some() {
-        return usage("--zk and --etcd are exclusive: the pool lives in one store");
-    }
-    if a.zk.is_none() && a.etcd.is_none() {
-        if a.pool_size.is_some() {
-            return usage("--pool-size needs --zk or --etcd");
-        }
-        if a.slots != 1 {
-            return usage(
-                "--slots needs --zk or --etcd: a static instance has its one --generator-id \
-                 (run more instances, or negotiate slots in a store)",
-            );
-        }
-        if a.prefer_ordinal {
-            return usage(
-                "--prefer-ordinal needs --zk or --etcd (without a store, give --generator-id)",
-            );
-        }
-        return Ok(LeaseSource::Static {
-            slot: a.generator_id.unwrap_or(0),
-            state_file: a.state_file.clone(),
-        });
-    }
-    let pool_size = a.pool_size.unwrap_or(slots);
-    if pool_size == 0 || pool_size > slots {
-        return usage(format!(
-            "--pool-size must be between 1 and {slots} for layout {}",
-            layout.name()
-        ));
-    }
-    if let Some(g) = a.generator_id.filter(|g| *g >= pool_size) {
-        return usage(format!(
-            "--generator-id {g} is outside the negotiated pool 0-{}",
-            pool_size - 1
-        ));
-    }
-    if a.slots == 0 || a.slots > MAX_SLOTS.min(pool_size) {
-        return usage(format!(
-            "--slots must be between 1 and {} (the pool's size, at most {MAX_SLOTS}), got {}",
-            MAX_SLOTS.min(pool_size),
-            a.slots
-        ));
-    }
-    let pod = a
-        .pod_name
-        .clone()
-        .or_else(|| std::env::var("POD_NAME").ok())
-        .filter(|p| !p.is_empty());
-    let prefer = match a.prefer_ordinal {
-        false => a.generator_id,
-        true => ordinal_slot(pod_index(a)?, pod.as_deref(), a.slots, pool_size)?,
-    };
-    if let Some(endpoints) = &a.etcd {
-        return Ok(LeaseSource::Etcd(EtcdSettings {
-            conn: EtcdConn::from_args(endpoints, &a.etcd_args)?,
-            pool_size,
-            prefer,
-            pod,
-            slots: a.slots,
-        }));
-    }
-    let connect = a.zk.as_deref().unwrap_or_default();
-    Ok(LeaseSource::Zk(ZkSettings {
-        conn: ZkConn::from_args(connect, &a.zk_args)?,
-        pool_size,
-        prefer,
-        pod,
-        slots: a.slots,
-    }))
-}
-
-/// The most slots one instance may hold (`--slots`): each is a ZooKeeper session (an etcd
-/// lease) of its own, and ZooKeeper allows 60 connections per client address by default.
-pub const MAX_SLOTS: u32 = 16;
-
-/// `--pod-index`: empty is unset (the downward API gives an empty value for a missing label).
-fn pod_index(a: &ServeArgs) -> Result<Option<u32>, UsageError> {
-    match a.pod_index.as_deref().map(str::trim) {
-        None | Some("") => Ok(None),
-        Some(n) => n.parse().map(Some).map_err(|_| {
-            UsageError(format!(
-                "--pod-index/IDCAR_POD_INDEX: {n:?} is not a pod ordinal (a whole number)"
-            ))
-        }),
-    }
-}
-
-/// The pod's StatefulSet ordinal: `--pod-index`, else the number ending the pod's name.
-pub fn pod_ordinal(pod_index: Option<u32>, pod: Option<&str>) -> Option<u32> {
-    pod_index.or_else(|| {
-        let (_, n) = pod?.rsplit_once('-')?;
-        (!n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-            .then(|| n.parse().ok())
-            .flatten()
-    })
-}
-
-/// The slot `--prefer-ordinal` prefers first: the ordinal times `--slots` (so each pod's
-/// slots are its own block), or none when that block is outside the pool (a StatefulSet
-/// larger than the pool: those pods take any free slot).
-fn ordinal_slot(
-    pod_index: Option<u32>,
-    pod: Option<&str>,
-    slots: u32,
-    pool_size: u32,
-) -> Result<Option<u32>, UsageError> {
-    let Some(ordinal) = pod_ordinal(pod_index, pod) else {
-        return usage(format!(
-            "--prefer-ordinal: no ordinal: set --pod-index/IDCAR_POD_INDEX (from the label \
-             apps.kubernetes.io/pod-index) or a pod name ending in -N (--pod-name/POD_NAME), \
-             got pod name {pod:?}"
-        ));
-    };
-    let first = ordinal
-        .checked_mul(slots)
-        .filter(|f| f.checked_add(slots).is_some_and(|end| end <= pool_size));
-    if first.is_none() {
-        tracing::warn!(
-            ordinal,
-            slots,
-            pool_size,
-            "--prefer-ordinal: the ordinal's slots are outside the pool; taking any free slot"
-        );
-    }
-    Ok(first)
-}
-
-const HOUR: Duration = Duration::from_secs(3600);
-
-/// `--lease-horizon`, or its default for the mode: 3 s in static mode; with `--zk`, the
-/// session timeout (with `--etcd`, the etcd lease's TTL) less a second, within 3-5 s (a successor waits for the session to expire
-/// anyway, so a horizon below it costs no wait, and a longer one rides out longer stalls of
-/// ZooKeeper's own log writes on a busy node), and not above an explicit `--max-clock-wait`
-/// (which must be at least the horizon: a setting that was valid with 3 s stays valid).
-fn lease_horizon(a: &ServeArgs) -> Duration {
-    const STATIC: Duration = Duration::from_secs(3);
-    let expiry = match (&a.zk, &a.etcd) {
-        (Some(_), _) => a.zk_args.zk_session_timeout,
-        (None, Some(_)) => a.etcd_args.etcd_ttl,
-        (None, None) => return a.lease_horizon.unwrap_or(STATIC),
-    };
-    a.lease_horizon.unwrap_or_else(|| {
-        expiry
-            .saturating_sub(Duration::from_secs(1))
-            .clamp(STATIC, Duration::from_secs(5))
-            .min(a.max_clock_wait.max(STATIC))
-    })
-}
-
-/// Every duration at most an hour; the lease's timings consistent with each other.
-fn timings(a: &ServeArgs) -> Result<Timing, UsageError> {
-    let horizon = lease_horizon(a);
-    for (flag, d) in [
-        ("--lease-horizon", horizon),
-        ("--renew-interval", a.renew_interval),
-        ("--max-clock-wait", a.max_clock_wait),
-        ("--request-timeout", a.request_timeout),
-        ("--idle-timeout", a.idle_timeout),
-        ("--admin-timeout", a.admin_timeout),
-        ("--shutdown-grace", a.shutdown_grace),
-    ] {
-        if d > HOUR {
-            return usage(format!("{flag} must be at most 1h, got {d:?}"));
-        }
-    }
-    if a.renew_interval < Duration::from_millis(10) {
-        return usage("--renew-interval must be at least 10ms");
-    }
-    if a.renew_interval * 2 > horizon {
-        return usage(format!(
-            "--renew-interval ({:?}) must be at most half of --lease-horizon ({horizon:?}) so a \
-             renewal can fail once without the lease running out",
-            a.renew_interval
-        ));
-    }
-    if a.max_clock_wait < horizon {
-        return usage(format!(
-            "--max-clock-wait ({:?}) must be at least --lease-horizon ({horizon:?}): after a \
-             crash the stored mark is up to one horizon ahead, and start-up must be able to wait \
-             it out",
-            a.max_clock_wait
-        ));
-    }
-    Ok(Timing {
-        horizon,
-        renew_every: a.renew_interval,
-        max_clock_wait: a.max_clock_wait,
-        starve: starve(a),
-    })
 }
 
 /// The largest batch, servable within the request timeout at the layout's cap.
@@ -695,6 +371,13 @@ impl ProbeConfig {
         })
     }
 }
+
+mod lease;
+mod store;
+
+use lease::{lease_source, timings};
+pub use lease::{pod_ordinal, MAX_SLOTS};
+pub use store::{EtcdConn, EtcdSettings, ZkConn, ZkSettings};
 
 #[cfg(test)]
 mod tests;

@@ -11,7 +11,9 @@ use prometheus::{
 };
 
 mod hot;
+mod lease;
 pub use hot::{HotCounter, HotHistogram};
+pub use lease::{LeaseMetrics, LOSS_REASONS, SESSION_STATES};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -128,35 +130,6 @@ pub struct Metrics {
     pub layout_seconds_remaining: prometheus::Gauge,
 }
 
-/// The lease's metrics (every kind of lease), the ZooKeeper session's and etcd's leases.
-#[derive(Debug)]
-pub struct LeaseMetrics {
-    pub held: IntGauge,
-    pub slot: IntGauge,
-    pub remaining_seconds: prometheus::Gauge,
-    pub renewals: IntCounterVec,
-    pub mark_wait_seconds: Histogram,
-    pub claims: IntCounter,
-    pub losses: IntCounterVec,
-    pub marks_restored: IntCounter,
-    pub claim_seconds: Histogram,
-    pub renewal_seconds: Histogram,
-    pub renewal_headroom: Histogram,
-    pub renewals_late: IntCounter,
-    pub zk_session_state: IntGaugeVec,
-    pub zk_reconnects: IntCounter,
-    pub etcd_leases: IntCounter,
-}
-
-/// The ZooKeeper session states reported by `idcar_zk_session_state{state}`.
-pub const SESSION_STATES: [&str; 5] = [
-    "connected",
-    "disconnected",
-    "expired",
-    "closed",
-    "auth_failed",
-];
-
 /// Why a request was refused, as counted in `idcar_refusals_total{reason}`.
 pub const REFUSAL_REASONS: [&str; 5] = [
     "no_lease",
@@ -165,12 +138,6 @@ pub const REFUSAL_REASONS: [&str; 5] = [
     "time_overflow",
     "timed_out",
 ];
-
-/// Why a lease was lost, as counted in `idcar_lease_losses_total{reason}`: the ZooKeeper
-/// session expired, another holder wrote the mark (stolen), the mark ran out because its
-/// store (ZooKeeper, or a static lease's state file) could not be written (unreachable), or
-/// the pool's recorded parameters were deleted or recreated under the holder (replaced).
-pub const LOSS_REASONS: [&str; 4] = ["expired", "stolen", "unreachable", "replaced"];
 
 /// Registers metrics in one registry; names and label sets are fixed in the code, so a
 /// failure here is a programming error, reported once, here.
@@ -211,16 +178,85 @@ const LATENCY_BUCKETS: [f64; 17] = [
     0.25, 0.5, 1.0, 2.5,
 ];
 const BATCH_BUCKETS: [f64; 8] = [1.0, 2.0, 8.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0];
-const HEADROOM_BUCKETS: [f64; 12] = [
-    0.0, 0.1, 0.25, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 5.0, 10.0, 30.0,
-];
-const MARK_WAIT_BUCKETS: [f64; 10] = [0.0, 0.001, 0.01, 0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
-const CLAIM_BUCKETS: [f64; 11] = [
-    0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0, 60.0,
-];
-const WRITE_BUCKETS: [f64; 11] = [
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0, 5.0,
-];
+/// The series every request records, resolved at start-up: sharded, so threads on different
+/// cores do not share a cache line (see `hot`).
+struct PerRequest {
+    requests: std::vec::IntoIter<HotCounter>,
+    latency: Vec<HotHistogram>,
+    hot_counter: fn(&Reg<'_>, &str, &str) -> HotCounter,
+}
+
+impl PerRequest {
+    fn register(r: &Reg<'_>) -> PerRequest {
+        // Recorded by every request: sharded, so threads on different cores do not share a
+        // cache line (see `hot`).
+        let interfaces: Vec<Vec<&str>> = Interface::ALL.iter().map(|i| vec![i.label()]).collect();
+        let requests = r
+            .hot(HotCounter::register(
+                r.0,
+                "idcar_requests_total",
+                "Requests served, by interface and outcome",
+                &["interface", "outcome"],
+                &Interface::ALL
+                    .iter()
+                    .flat_map(|i| Outcome::ALL.iter().map(|o| vec![i.label(), o.label()]))
+                    .collect::<Vec<_>>(),
+            ))
+            .into_iter();
+        let latency = r.hot(HotHistogram::register(
+            r.0,
+            "idcar_request_duration_seconds",
+            "Time from a request's arrival to its response, by interface",
+            (&LATENCY_BUCKETS, 1e-9),
+            &["interface"],
+            &interfaces,
+        ));
+        PerRequest {
+            requests,
+            latency,
+            hot_counter: |r, name, help| {
+                r.hot(HotCounter::register(r.0, name, help, &[], &[vec![]]))
+                    .remove(0)
+            },
+        }
+    }
+}
+
+/// `idcar_clock_stalled`, with both clocks' series at 0.
+fn clock_stalled(r: &Reg<'_>) -> IntGaugeVec {
+    let g = r.gauges(
+        "idcar_clock_stalled",
+        "1 while a clock is not advancing against the kernel's monotonic clock \
+             (IDs cannot be timed; not ready), by clock",
+        &["clock"],
+    );
+    for c in ["wall", "monotonic"] {
+        g.with_label_values(&[c]).set(0);
+    }
+    g
+}
+
+/// `idcar_pool_size`, `_slots_held`, `_contenders_waiting` and `_exhausted`, in that order.
+fn pool_gauges(r: &Reg<'_>) -> [IntGauge; 4] {
+    [
+        r.gauge(
+            "idcar_pool_size",
+            "Slots this instance may claim in its cluster",
+        ),
+        r.gauge(
+            "idcar_pool_slots_held",
+            "Slots held in this cluster by any instance (ZooKeeper mode)",
+        ),
+        r.gauge(
+            "idcar_pool_contenders_waiting",
+            "Instances queued for a slot in this cluster (ZooKeeper mode)",
+        ),
+        r.gauge(
+            "idcar_pool_exhausted",
+            "1 while this instance holds no slot and waits for one because every slot is held",
+        ),
+    ]
+}
 
 impl Metrics {
     /// Registers every metric. Every `idcar_*` series but `idcar_build_info` carries
@@ -252,35 +288,14 @@ impl Metrics {
     }
 
     fn register(r: &Reg<'_>, registry: Registry, process: Registry) -> Metrics {
-        // Recorded by every request: sharded, so threads on different cores do not share a
-        // cache line (see `hot`).
-        let interfaces: Vec<Vec<&str>> = Interface::ALL.iter().map(|i| vec![i.label()]).collect();
-        let mut requests = r
-            .hot(HotCounter::register(
-                r.0,
-                "idcar_requests_total",
-                "Requests served, by interface and outcome",
-                &["interface", "outcome"],
-                &Interface::ALL
-                    .iter()
-                    .flat_map(|i| Outcome::ALL.iter().map(|o| vec![i.label(), o.label()]))
-                    .collect::<Vec<_>>(),
-            ))
-            .into_iter();
-        let latency = r.hot(HotHistogram::register(
-            r.0,
-            "idcar_request_duration_seconds",
-            "Time from a request's arrival to its response, by interface",
-            (&LATENCY_BUCKETS, 1e-9),
-            &["interface"],
-            &interfaces,
-        ));
-        let hot_counter = |name, help| {
-            r.hot(HotCounter::register(r.0, name, help, &[], &[vec![]]))
-                .remove(0)
-        };
+        let PerRequest {
+            mut requests,
+            latency,
+            hot_counter,
+        } = PerRequest::register(r);
+        let [pool_size, pool_held, pool_waiting, pool_exhausted] = pool_gauges(r);
         Metrics {
-            ids_issued: hot_counter("idcar_ids_issued_total", "IDs handed out to clients"),
+            ids_issued: hot_counter(r, "idcar_ids_issued_total", "IDs handed out to clients"),
             requests: std::array::from_fn(|_| {
                 std::array::from_fn(|_| requests.next().expect("one series per pair"))
             }),
@@ -307,18 +322,7 @@ impl Metrics {
                 "idcar_clock_regressions_total",
                 "Times the wall clock was seen stepping back behind the last issued time",
             ),
-            clock_stalled: {
-                let g = r.gauges(
-                    "idcar_clock_stalled",
-                    "1 while a clock is not advancing against the kernel's monotonic clock \
-                     (IDs cannot be timed; not ready), by clock",
-                    &["clock"],
-                );
-                for c in ["wall", "monotonic"] {
-                    g.with_label_values(&[c]).set(0);
-                }
-                g
-            },
+            clock_stalled: clock_stalled(r),
             refusals: r.counters(
                 "idcar_refusals_total",
                 "Requests refused for lack of a usable lease, by reason",
@@ -336,19 +340,10 @@ impl Metrics {
                  (idle, slow_request, slow_reader) or a newer connection evicted it",
                 &["listener", "reason"],
             ),
-            pool_size: r.gauge("idcar_pool_size", "Slots this instance may claim in its cluster"),
-            pool_held: r.gauge(
-                "idcar_pool_slots_held",
-                "Slots held in this cluster by any instance (ZooKeeper mode)",
-            ),
-            pool_waiting: r.gauge(
-                "idcar_pool_contenders_waiting",
-                "Instances queued for a slot in this cluster (ZooKeeper mode)",
-            ),
-            pool_exhausted: r.gauge(
-                "idcar_pool_exhausted",
-                "1 while this instance holds no slot and waits for one because every slot is held",
-            ),
+            pool_size,
+            pool_held,
+            pool_waiting,
+            pool_exhausted,
             exhausted_parts: AtomicU64::new(0),
             session_states: Mutex::new(BTreeMap::new()),
             slots_wanted: r.gauge(
@@ -372,80 +367,9 @@ impl Metrics {
                 "Seconds until the layout's time field runs out with its parameters (no ID \
                  can be issued after that)",
             )),
-            lease: Metrics::lease(r),
+            lease: LeaseMetrics::register(r),
             registry,
             process,
-        }
-    }
-
-    fn lease(r: &Reg<'_>) -> LeaseMetrics {
-        LeaseMetrics {
-            held: r.gauge("idcar_lease_held", "1 while a valid lease is held, else 0"),
-            slot: r.gauge(
-                "idcar_lease_slot",
-                "The generator ID (slot) held, or -1 when none is held",
-            ),
-            remaining_seconds: r.add(prometheus::Gauge::new(
-                "idcar_lease_remaining_seconds",
-                "Seconds until the lease's time mark; IDs stop when it reaches 0",
-            )),
-            renewals: r.counters(
-                "idcar_lease_renewals_total",
-                "Lease mark renewals, by result",
-                &["result"],
-            ),
-            mark_wait_seconds: r.histogram(
-                "idcar_lease_mark_wait_seconds",
-                "Time waited after a claim for the clock to pass the slot's mark",
-                &MARK_WAIT_BUCKETS,
-            ),
-            claims: r.counter("idcar_lease_claims_total", "Slots claimed"),
-            losses: r.counters(
-                "idcar_lease_losses_total",
-                "Leases lost, by reason",
-                &["reason"],
-            ),
-            marks_restored: r.counter(
-                "idcar_lease_marks_restored_total",
-                "Times this holder found its slot's time mark (or its witness) lowered or deleted \
-                 by someone else (an operator, a script, a store restored from a snapshot) while the slot was \
-                 still its own, and wrote it back up before anything else",
-            ),
-            claim_seconds: r.histogram(
-                "idcar_lease_claim_duration_seconds",
-                "Time from joining the queue to holding a slot node",
-                &CLAIM_BUCKETS,
-            ),
-            renewal_seconds: r.histogram(
-                "idcar_lease_renewal_duration_seconds",
-                "Time taken by one write of the lease's time mark",
-                &WRITE_BUCKETS,
-            ),
-            renewal_headroom: r.histogram(
-                "idcar_lease_renewal_headroom_seconds",
-                "What was left of the lease's time mark when a renewal landed (how close IDs \
-                 came to stopping)",
-                &HEADROOM_BUCKETS,
-            ),
-            renewals_late: r.counter(
-                "idcar_lease_renewals_late_total",
-                "Renewals that landed with less than a third of the lease horizon left of the \
-                 mark (a starved node or a slow store; IDs stop if one lands too late)",
-            ),
-            zk_session_state: r.gauges(
-                "idcar_zk_session_state",
-                "1 for the ZooKeeper session's current state",
-                &["state"],
-            ),
-            zk_reconnects: r.counter(
-                "idcar_zk_reconnects_total",
-                "ZooKeeper reconnections: a session resumed after a disconnect, or a new session",
-            ),
-            etcd_leases: r.counter(
-                "idcar_etcd_leases_total",
-                "etcd leases granted to this instance: one at start, and one more each time the \
-                 last one ended (etcd said it expired, or etcd refused us mid-lease)",
-            ),
         }
     }
 
