@@ -1,54 +1,13 @@
-//! What the instances of one ZooKeeper pool must agree on, against real ZooKeeper: the pool's
-//! recorded parameters (a mismatch refuses to start, naming the flag), and a layout whose
-//! tick is a whole second (ugd60) fenced through ZooKeeper like the millisecond ones.
+//! A layout whose tick is a whole second (ugd60) fenced through ZooKeeper like the
+//! millisecond ones. (That the instances of one pool must agree on its parameters is checked
+//! against every store in `store_faults.rs`.)
 
 mod common;
 
-use common::zk::{start, start_refused, Zk};
+use common::zk::{start, Zk};
 use common::*;
 use nix::sys::signal::Signal;
 use std::time::{Duration, Instant};
-
-/// An instance whose ID-shaping parameters differ from the pool's refuses to start, naming
-/// the parameter and both values; one that agrees joins.
-#[tokio::test]
-async fn mismatched_pool_parameters_are_refused() {
-    let zk = Zk::standalone();
-    let c = zk.connect();
-    let mut first = start(&c, &["--layout", "si53", "--mid-bits", "5"]).await;
-    first.wait_ready(Duration::from_secs(15)).await;
-    let mut odd = start_refused(&c, &["--layout", "si53", "--mid-bits", "7"]).await;
-    let (st, log) = odd.exit_and_logs(Duration::from_secs(15)).await;
-    assert!(!st.success(), "{log}");
-    assert!(
-        log.contains("--mid-bits: the pool has 5, this instance 7"),
-        "{log}"
-    );
-    let mut odd = start_refused(&c, &["--layout", "si53", "--base-clock", "1600000000000"]).await;
-    let (st, log) = odd.exit_and_logs(Duration::from_secs(15)).await;
-    assert!(
-        !st.success() && log.contains("--base-clock: the pool has"),
-        "{log}"
-    );
-    let mut same = start(&c, &["--layout", "si53", "--mid-bits", "5"]).await;
-    same.wait_ready(Duration::from_secs(15)).await;
-    // muid128's medallion base likewise.
-    let mut m = start(&c, &["--layout", "muid128"]).await;
-    m.wait_ready(Duration::from_secs(15)).await;
-    let mut odd = start_refused(
-        &c,
-        &["--layout", "muid128", "--medallion-base", "0x20000000000"],
-    )
-    .await;
-    let (st, log) = odd.exit_and_logs(Duration::from_secs(15)).await;
-    assert!(
-        !st.success() && log.contains("--medallion-base: the pool has"),
-        "{log}"
-    );
-    for i in [&mut first, &mut same, &mut m] {
-        i.stop_ok().await;
-    }
-}
 
 /// ugd60 through ZooKeeper: 1 s ticks against a 2 s horizon (two ticks) with `--max-clock-wait`
 /// equal to it. The lease renews without a loss or a gap for several horizons, every ID names

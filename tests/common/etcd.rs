@@ -344,6 +344,26 @@ impl Etcd {
     }
 
     /// A client of the test's own for every member.
+    /// The member that process `pid` has an established connection to (from `ss`).
+    pub fn connected_member(&self, pid: u32) -> Option<usize> {
+        let out = std::process::Command::new("ss")
+            .args(["-tnpH", "state", "established"])
+            .output()
+            .ok()?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        text.lines()
+            .filter(|l| l.contains(&format!("pid={pid},")))
+            .filter_map(|l| {
+                l.split_whitespace()
+                    .nth(3)?
+                    .rsplit(':')
+                    .next()?
+                    .parse::<u16>()
+                    .ok()
+            })
+            .find_map(|port| self.members.iter().position(|m| m.client_port == port))
+    }
+
     pub async fn client(&self) -> idcar::lease::etcd::Etcd {
         let access = idcar::lease::etcd::EtcdAccess::new(&self.endpoints(), None, None).unwrap();
         idcar::lease::etcd::Etcd::connect(&access, Duration::from_secs(2))

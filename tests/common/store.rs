@@ -1,0 +1,148 @@
+//! What the fault tests need of a coordinating store, whatever it is: started and stopped
+//! members, idcar pointed at it, its pool report and stored marks. ZooKeeper and etcd each
+//! implement it over their own harness (`zk.rs`, `etcd.rs`), so a scenario both must survive
+//! is written once (`tests/store_faults.rs`).
+
+use super::etcd::Etcd;
+use super::zk::Zk;
+use super::{run, Idcar};
+
+pub trait Store: Sized + Send + Sync + 'static {
+    /// One member or server.
+    fn single() -> Self;
+    /// Three members or servers.
+    fn three() -> Self;
+    /// The flag and value that point idcar (and `idcar pool`) at this store.
+    fn target(&self) -> [String; 2];
+    /// The flag that sets how long a holder's session (ZooKeeper) or lease (etcd) outlives
+    /// the holder: `--zk-session-timeout`, `--etcd-ttl`.
+    fn expiry_flag(&self) -> &'static str;
+    /// The lable64 mark of `slot` in `cluster`, as stored.
+    fn mark(&self, cluster: u8, slot: u32) -> u64;
+    /// kill -9 of member `i`.
+    fn kill(&mut self, i: usize);
+    /// The member that leads now.
+    fn leader(&self) -> Option<usize>;
+    /// Makes the member that the idcar of `pid` talks to the leader, where the store can
+    /// (etcd); nothing elsewhere.
+    fn lead_from(&self, _pid: u32) {}
+    /// What the store keeps of a released holder's session beyond its slot, checked gone
+    /// (etcd: its lease revoked).
+    fn check_released(&self) {}
+
+    /// The address of member 0, for a proxy in front of it.
+    fn endpoint(&self) -> String;
+    /// `idcar serve` against the store at `at` (this store's address, or a proxy's).
+    async fn start_at(&self, at: &str, extra: &[&str]) -> Idcar;
+    /// `idcar serve` against this store, with `extra` flags.
+    async fn start(&self, extra: &[&str]) -> Idcar {
+        self.start_at(&self.target()[1], extra).await
+    }
+    /// `idcar serve` against this store, expected to refuse to run.
+    async fn start_refused(&self, extra: &[&str]) -> Idcar;
+
+    /// `idcar pool ... --json` for lable64 cluster `c` of a pool of `size` slots.
+    fn pool(&self, c: u8, size: u32) -> serde_json::Value {
+        let [flag, value] = self.target();
+        let (c, size) = (c.to_string(), size.to_string());
+        let args = [
+            "pool",
+            &flag,
+            &value,
+            "--cluster-id",
+            &c,
+            "--pool-size",
+            &size,
+            "--json",
+        ];
+        let (code, out, err) = run(&args);
+        assert_eq!(code, 0, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        v[0].clone()
+    }
+}
+
+impl Store for Zk {
+    fn single() -> Zk {
+        Zk::standalone()
+    }
+    fn three() -> Zk {
+        Zk::ensemble()
+    }
+    fn target(&self) -> [String; 2] {
+        ["--zk".into(), self.connect()]
+    }
+    fn expiry_flag(&self) -> &'static str {
+        "--zk-session-timeout"
+    }
+    fn mark(&self, cluster: u8, slot: u32) -> u64 {
+        self.lable64_mark(cluster, slot)
+    }
+    fn kill(&mut self, i: usize) {
+        Zk::kill(self, i)
+    }
+    fn leader(&self) -> Option<usize> {
+        Zk::leader(self)
+    }
+    fn endpoint(&self) -> String {
+        self.connect()
+    }
+    async fn start_at(&self, at: &str, extra: &[&str]) -> Idcar {
+        super::zk::start(at, extra).await
+    }
+    async fn start_refused(&self, extra: &[&str]) -> Idcar {
+        super::zk::start_refused(&self.connect(), extra).await
+    }
+}
+
+impl Store for Etcd {
+    fn single() -> Etcd {
+        Etcd::single()
+    }
+    fn three() -> Etcd {
+        Etcd::cluster(3)
+    }
+    fn target(&self) -> [String; 2] {
+        ["--etcd".into(), self.endpoints()]
+    }
+    fn expiry_flag(&self) -> &'static str {
+        "--etcd-ttl"
+    }
+    fn mark(&self, cluster: u8, slot: u32) -> u64 {
+        let key = format!("/idcar/lable64/{cluster}/marks/{slot}");
+        let out = self
+            .etcdctl(0, &["get", &key, "--print-value-only"])
+            .unwrap();
+        let v = out.split(' ').next().unwrap_or_default().trim();
+        v.parse()
+            .unwrap_or_else(|_| panic!("{key} holds no mark: {out:?}"))
+    }
+    fn kill(&mut self, i: usize) {
+        Etcd::kill(self, i)
+    }
+    fn leader(&self) -> Option<usize> {
+        Etcd::leader(self)
+    }
+    /// The member idcar talks to, made the leader: killing the leader then costs idcar an
+    /// endpoint and etcd an election at once.
+    fn lead_from(&self, pid: u32) {
+        let member = self
+            .connected_member(pid)
+            .expect("idcar is connected to a member");
+        self.make_leader(member);
+        assert_eq!(self.leader(), Some(member));
+    }
+    fn check_released(&self) {
+        let leases = self.etcdctl(0, &["lease", "list"]).unwrap();
+        assert!(leases.contains("found 0 leases"), "lease revoked: {leases}");
+    }
+    fn endpoint(&self) -> String {
+        self.endpoints()
+    }
+    async fn start_at(&self, at: &str, extra: &[&str]) -> Idcar {
+        super::etcd::start(at, extra).await
+    }
+    async fn start_refused(&self, extra: &[&str]) -> Idcar {
+        super::etcd::start_refused(&self.endpoints(), extra).await
+    }
+}

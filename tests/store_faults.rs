@@ -1,0 +1,335 @@
+//! What every coordinating store must survive, written once and run against each (real
+//! ZooKeeper servers and real etcd members, started per test on loopback ports, through
+//! `common::store::Store`): a release that hands over at once, kill -9 of a holder, the
+//! leader of three killed under load, a silent partition, an exhausted pool, and instances
+//! whose parameters differ. What only one store has stays in its own file (`zk*.rs`, `etcd*.rs`).
+
+mod common;
+
+use common::etcd::Etcd;
+use common::proxy::Proxy;
+use common::store::Store;
+use common::zk::Zk;
+use common::*;
+use idcar::layout::lable64::Fields;
+use nix::sys::signal::Signal;
+use std::time::{Duration, Instant};
+
+fn ts(id: u64) -> u64 {
+    Fields::unpack(id).expect("valid lable64 ID").timestamp_ms
+}
+
+fn generator(id: u64) -> u8 {
+    Fields::unpack(id).expect("valid lable64 ID").generator
+}
+
+/// Claim, serve, release: the pool report shows the holder and its live mark, the mark is
+/// written down to the highest issued timestamp on release, nothing of the holder is left,
+/// and the successor waits (almost) nothing, then issues only later timestamps.
+async fn a_release_hands_over_at_once<S: Store>() {
+    let s = S::single();
+    let args = ["--pool-size", "1", "--cluster-id", "4"];
+    let mut a = s.start(&args).await;
+    a.wait_ready(Duration::from_secs(15)).await;
+    let first = a.take(500).await.unwrap();
+    assert!(first.iter().all(|id| generator(*id) == 0));
+    let highest = first.iter().map(|id| ts(*id)).max().unwrap();
+    let p = s.pool(4, 1);
+    assert_eq!(p["held"].as_array().unwrap().len(), 1, "{p}");
+    assert_eq!(p["held"][0]["owner"]["pid"], a.child.id());
+    // The live holder's mark (written with its claim's token): the one stored, a horizon
+    // ahead of what was issued.
+    let shown = p["held"][0]["mark"].as_u64();
+    let shown = shown.unwrap_or_else(|| panic!("a mark, not null: {p}"));
+    let stored = s.mark(4, 0);
+    assert!(
+        shown > highest && shown <= stored,
+        "{shown} vs {stored}, {highest}"
+    );
+    a.stop_ok().await;
+
+    let p = s.pool(4, 1);
+    assert!(p["held"].as_array().unwrap().is_empty(), "released: {p}");
+    assert_eq!(s.mark(4, 0), highest, "written down to the highest issued");
+    s.check_released();
+
+    let mut b = s.start(&args).await;
+    b.wait_ready(Duration::from_secs(15)).await;
+    let wait = b.metric("idcar_lease_mark_wait_seconds_sum").await.unwrap();
+    assert!(wait < 0.1, "the successor waited {wait}s after a release");
+    let second = b.take(500).await.unwrap();
+    assert!(second.iter().all(|id| ts(*id) > highest));
+    assert_unique(&[first, second].concat());
+    b.stop_ok().await;
+}
+
+/// kill -9 of a holder: its slot frees when the store expires its session or lease (not
+/// before: with 6 s to expiry and a mark only 1 s ahead, the slot outlives the process and its
+/// mark by 4 s or more), and the successor waits past the mark: no ID shared.
+async fn a_killed_holder_is_taken_over_after_expiry<S: Store>() {
+    let s = S::single();
+    let args = [
+        "--pool-size",
+        "1",
+        s.expiry_flag(),
+        "6s",
+        "--lease-horizon",
+        "1s",
+    ];
+    let a = s.start(&args).await;
+    a.wait_ready(Duration::from_secs(15)).await;
+    let before = a.take(300).await.unwrap();
+    let mut b = s.start(&args).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(b.admin_get("/readyz").await.0, 503, "still held");
+    let killed = Instant::now();
+    a.signal(Signal::SIGKILL);
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let p = s.pool(0, 1);
+    let held = p["held"].as_array().unwrap().len();
+    assert_eq!(held, 1, "the slot went before its expiry: {p}");
+    assert_eq!(
+        b.admin_get("/readyz").await.0,
+        503,
+        "taken before the expiry"
+    );
+    b.wait_ready(Duration::from_secs(20)).await;
+    let took = killed.elapsed();
+    assert!(took >= Duration::from_millis(3_500), "taken after {took:?}");
+    assert!(took < Duration::from_secs(12), "taken only after {took:?}");
+    let after = b.take(300).await.unwrap();
+    let last_before = before.iter().map(|id| ts(*id)).max().unwrap();
+    assert!(after.iter().all(|id| ts(*id) > last_before));
+    assert_unique(&[before, after].concat());
+    b.stop_ok().await;
+}
+
+/// The leader of three killed under load (the member idcar talks to, where the store lets
+/// the test choose): no request refused, no lease lost, the same slot throughout, renewals
+/// going on through the two left.
+async fn killing_the_leader_of_three_loses_nothing<S: Store>() {
+    let mut s = S::three();
+    let args = [
+        s.expiry_flag(),
+        "6s",
+        "--lease-horizon",
+        "4s",
+        "--renew-interval",
+        "300ms",
+    ];
+    let mut a = s.start(&args).await;
+    a.wait_ready(Duration::from_secs(20)).await;
+    let slot = a.metric("idcar_lease_slot").await;
+    s.lead_from(a.child.id());
+    let leader = s.leader().expect("a leader");
+    let until = Instant::now() + Duration::from_secs(7);
+    let load = hammer(&a, until);
+    let kill = async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        s.kill(leader);
+    };
+    let ((ids, refused), ()) = tokio::join!(load, kill);
+    assert_eq!(refused, 0, "requests refused in the failover: {}", a.logs());
+    assert!(ids.len() > 1_000, "{} IDs", ids.len());
+    assert_unique(&ids);
+    assert_eq!(a.metric("idcar_lease_slot").await, slot);
+    for reason in ["expired", "stolen", "unreachable"] {
+        let m = a
+            .metric(&format!("idcar_lease_losses_total{{reason=\"{reason}\"}}"))
+            .await;
+        assert_eq!(m, Some(0.0), "loss {reason}: {}", a.logs());
+    }
+    assert_eq!(a.metric("idcar_lease_claims_total").await, Some(1.0));
+    let renewed = a.metric("idcar_lease_renewals_total{result=\"ok\"}").await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(a.metric("idcar_lease_renewals_total{result=\"ok\"}").await > renewed);
+    assert_eq!(a.admin_get("/readyz").await.0, 200);
+    a.stop_ok().await;
+}
+
+/// Three instances for a pool of two: two hold distinct slots, the third is not ready, says
+/// the pool is exhausted (metric, /readyz, `idcar pool`), and takes the first slot that frees.
+async fn an_exhausted_pool_is_reported_and_the_waiter_takes_the_first_free_slot<S: Store>() {
+    let s = S::single();
+    let args = ["--pool-size", "2", "--cluster-id", "1"];
+    let mut all = Vec::new();
+    for _ in 0..3 {
+        all.push(s.start(&args).await);
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (ready, waiting) = loop {
+        let mut ready = Vec::new();
+        let mut waiting = Vec::new();
+        for (i, a) in all.iter().enumerate() {
+            if a.admin_get("/readyz").await.0 == 200 {
+                ready.push(i);
+            } else {
+                waiting.push(i);
+            }
+        }
+        if ready.len() == 2
+            && waiting.len() == 1
+            && all[waiting[0]].metric("idcar_pool_exhausted").await == Some(1.0)
+        {
+            break (ready, waiting[0]);
+        }
+        assert!(Instant::now() < deadline, "{} ready", ready.len());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let s0 = all[ready[0]].metric("idcar_lease_slot").await.unwrap();
+    let s1 = all[ready[1]].metric("idcar_lease_slot").await.unwrap();
+    assert_ne!(s0, s1);
+    let (status, body) = all[waiting].admin_get("/readyz").await;
+    assert_eq!(status, 503);
+    assert!(body.contains("pool exhausted"), "{body}");
+    let limit = Duration::from_secs(15);
+    all[ready[0]]
+        .wait_metric("idcar_pool_slots_held", limit, |v| v == 2.0)
+        .await;
+    all[ready[0]]
+        .wait_metric("idcar_pool_contenders_waiting", limit, |v| v >= 1.0)
+        .await;
+    let p = s.pool(1, 2);
+    assert_eq!(p["free"], 0, "{p}");
+    assert_eq!(p["waiting"].as_array().unwrap().len(), 1, "{p}");
+    all[ready[1]].stop_ok().await;
+    all[waiting].wait_ready(limit).await;
+    assert_eq!(all[waiting].metric("idcar_lease_slot").await, Some(s1));
+    assert_eq!(all[waiting].metric("idcar_pool_exhausted").await, Some(0.0));
+    let ids = all[waiting].take(10).await.unwrap();
+    assert!(ids.iter().all(|id| f64::from(generator(*id)) == s1));
+}
+
+/// An instance whose ID-shaping parameters differ from the pool's refuses to start, naming
+/// the parameter and both values (si53's MID bits and base clock, muid128's medallion base);
+/// one that agrees joins.
+async fn mismatched_pool_parameters_are_refused<S: Store>() {
+    let s = S::single();
+    let mut first = s.start(&["--layout", "si53", "--mid-bits", "5"]).await;
+    first.wait_ready(Duration::from_secs(15)).await;
+    let refused = [
+        (
+            vec!["--layout", "si53", "--mid-bits", "7"],
+            "--mid-bits: the pool has 5, this instance 7",
+        ),
+        (
+            vec!["--layout", "si53", "--base-clock", "1600000000000"],
+            "--base-clock: the pool has",
+        ),
+    ];
+    for (args, why) in &refused {
+        let mut odd = s.start_refused(args).await;
+        let (st, log) = odd.exit_and_logs(Duration::from_secs(15)).await;
+        assert!(!st.success() && log.contains(why), "{log}");
+    }
+    let mut same = s.start(&["--layout", "si53", "--mid-bits", "5"]).await;
+    same.wait_ready(Duration::from_secs(15)).await;
+    let mut m = s.start(&["--layout", "muid128"]).await;
+    m.wait_ready(Duration::from_secs(15)).await;
+    let other = ["--layout", "muid128", "--medallion-base", "0x20000000000"];
+    let mut odd = s.start_refused(&other).await;
+    let (st, log) = odd.exit_and_logs(Duration::from_secs(15)).await;
+    assert!(
+        !st.success() && log.contains("--medallion-base: the pool has"),
+        "{log}"
+    );
+    for i in [&mut first, &mut same, &mut m] {
+        i.stop_ok().await;
+    }
+}
+
+/// A silent partition between the holder and its store (packets dropped, connections kept)
+/// while a successor waits; both are hammered throughout. The holder stops within its
+/// horizon, the successor serves after the holder's session or lease expired and only above
+/// the holder's ticks, and after the partition heals the old holder never issues from the
+/// slot again. No ID is shared.
+async fn a_partitioned_holder_stops_and_its_successor_takes_over<S: Store>() {
+    let s = S::single();
+    let proxy = Proxy::start(s.endpoint()).await;
+    let via = format!("127.0.0.1:{}", proxy.port);
+    let args = [
+        "--pool-size",
+        "1",
+        "--cluster-id",
+        "6",
+        s.expiry_flag(),
+        "2s",
+    ];
+    let a = s.start_at(&via, &args).await;
+    a.wait_ready(Duration::from_secs(15)).await;
+    let b = s.start(&args).await;
+    let (mut ids, _) = hammer(&a, Instant::now() + Duration::from_millis(300)).await;
+    let cut = Instant::now();
+    let cut_ms = now_ms();
+    proxy.blackhole(true);
+    let until = cut + Duration::from_secs(9);
+    let ((from_a, _), (from_b, _)) = tokio::join!(hammer(&a, until), hammer(&b, until));
+    let last_a = from_a.iter().map(|id| ts(*id)).max().unwrap_or(0);
+    let first_b = from_b.iter().map(|id| ts(*id)).min();
+    let first_b = first_b.expect("the successor issued");
+    eprintln!(
+        "partition: holder issued {} IDs after the cut, the last {} ms after it (horizon 2 s); \
+         successor issued {} IDs, the first {} ms after the cut",
+        from_a.len(),
+        last_a.saturating_sub(cut_ms),
+        from_b.len(),
+        first_b.saturating_sub(cut_ms)
+    );
+    assert!(
+        last_a <= cut_ms + 2_500,
+        "the holder issued past its horizon"
+    );
+    assert!(first_b > last_a, "the successor overlapped the holder");
+    ids.extend(&from_a);
+    ids.extend(&from_b);
+    proxy.blackhole(false);
+    let (after, _) = hammer(&a, Instant::now() + Duration::from_secs(3)).await;
+    assert!(
+        after.is_empty(),
+        "the old holder issued {} IDs",
+        after.len()
+    );
+    let (more, refused) = hammer(&b, Instant::now() + Duration::from_millis(500)).await;
+    assert_eq!(refused, 0);
+    ids.extend(&more);
+    assert_unique(&ids);
+    assert_eq!(b.metric("idcar_lease_slot").await, Some(0.0));
+}
+
+/// Every scenario, for one store.
+macro_rules! store_faults {
+    ($store:ident, $s:ty) => {
+        mod $store {
+            use super::*;
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_release_hands_over_at_once() {
+                super::a_release_hands_over_at_once::<$s>().await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_killed_holder_is_taken_over_after_expiry() {
+                super::a_killed_holder_is_taken_over_after_expiry::<$s>().await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn killing_the_leader_of_three_loses_nothing() {
+                super::killing_the_leader_of_three_loses_nothing::<$s>().await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn an_exhausted_pool_is_reported_and_the_waiter_takes_the_first_free_slot() {
+                super::an_exhausted_pool_is_reported_and_the_waiter_takes_the_first_free_slot::<$s>(
+                )
+                .await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_partitioned_holder_stops_and_its_successor_takes_over() {
+                super::a_partitioned_holder_stops_and_its_successor_takes_over::<$s>().await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn mismatched_pool_parameters_are_refused() {
+                super::mismatched_pool_parameters_are_refused::<$s>().await
+            }
+        }
+    };
+}
+
+store_faults!(zookeeper, Zk);
+store_faults!(etcd, Etcd);
