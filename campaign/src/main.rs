@@ -4,7 +4,7 @@
 //! sidecars competing for a smaller pool, each in its
 //! own network namespace on a bridge; clients ask every sidecar for IDs all the time and
 //! record every request; a seeded nemesis injects random, overlapping faults; afterwards a
-//! checker judges the whole history (see `check.rs`) and writes a report. Exit status: 0 when
+//! checker judges the whole history (see `check/`) and writes a report. Exit status: 0 when
 //! every check passed, 1 on any violation, 2 when the campaign could not run.
 //!
 //! ```sh
@@ -215,119 +215,18 @@ fn which(tool: &str) -> Option<PathBuf> {
         .find(|p| p.exists())
 }
 
+/// Runs the campaign: `Ok(true)` when every check passed, `Ok(false)` on any violation.
 fn run(args: Args) -> Result<bool> {
     let seed = args.seed.unwrap_or_else(rand::random);
     println!("campaign: seed {seed} (replay with --seed {seed})");
-    if args.slots > args.pool_size {
-        anyhow::bail!("--slots must be at most --pool-size");
-    }
-    if args.pool_size >= args.sidecars * args.slots {
-        eprintln!("campaign: note: --pool-size >= --sidecars, so no sidecar waits in the queue");
-    }
-    let kinds = if args.faults.is_empty() {
-        Kind::ALL.to_vec()
-    } else {
-        args.faults.clone()
-    };
-    let layout: Arc<dyn layout::Layout> = layout::by_name(&args.layout, LayoutParams::default())
-        .map_err(|e| anyhow::anyhow!("--layout: {e}"))?
-        .into();
-    let cluster: u8 = if layout.has_cluster() { 3 } else { 0 };
-    let idcar = match &args.idcar {
-        Some(p) => p.clone(),
-        None => std::env::current_exe()?
-            .parent()
-            .context("where is this binary?")?
-            .join("idcar"),
-    };
-    preflight(&idcar, args.plant_bug)?;
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| workspace().join(format!("target/campaign/seed-{seed}")));
-    let _ = std::fs::remove_dir_all(&out);
-    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
-    let stale = net::remove_stale();
-    if stale > 0 {
-        eprintln!("campaign: removed {stale} namespaces left by a campaign that was killed");
-    }
-    catch_signals();
-
-    let node = match args.store {
-        procs::Store::Zookeeper => "zk",
-        procs::Store::Etcd => "etcd",
-    };
-    let mut names: Vec<String> = (1..=3).map(|i| format!("{node}{i}")).collect();
-    names.extend((0..args.sidecars).map(|s| format!("sc{s}")));
-    let net = net::Net::create(&names)?;
-    let hosts = net.hosts.clone();
-    let zk = procs::Ensemble::start(args.store, &hosts[..3], &out)?;
-    let secs = |d: Duration| format!("{}ms", d.as_millis());
-    let (store_flag, expiry_flag, expiry) = match args.store {
-        procs::Store::Zookeeper => (
-            "--zk",
-            "--zk-session-timeout",
-            secs(args.zk_session_timeout),
-        ),
-        procs::Store::Etcd => (
-            "--etcd",
-            "--etcd-ttl",
-            format!("{}s", args.zk_session_timeout.as_secs().max(2)),
-        ),
-    };
-    let mut serve_args: Vec<String> = [
-        store_flag,
-        &zk.connect(),
-        "--pool-size",
-        &args.pool_size.to_string(),
-        "--slots",
-        &args.slots.to_string(),
-        "--layout",
-        &args.layout,
-        "--cluster-id",
-        &cluster.to_string(),
-        expiry_flag,
-        &expiry,
-        "--lease-horizon",
-        &secs(args.lease_horizon),
-        "--renew-interval",
-        &secs(args.renew_interval),
-        "--shutdown-grace",
-        "3s",
-        "--log-format",
-        "json",
-        "--admin-addr",
-        "127.0.0.1:9750",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    if args.plant_bug != PlantedBug::None {
-        serve_args.push("--plant-bug".into());
-        serve_args.push(
-            clap::ValueEnum::to_possible_value(&args.plant_bug)
-                .expect("named")
-                .get_name()
-                .to_string(),
-        );
-    }
-    let spec = procs::SidecarSpec {
-        idcar,
-        dir: out.clone(),
-        args: serve_args,
-        layout: args.layout.clone(),
+    let Prepared {
+        kinds,
+        layout,
         cluster,
-        scheme: layout.scheme(),
-        other: procs::Reconfig::for_layout(&args.layout, args.pool_size)?,
-        pool_size: args.pool_size,
-    };
-    let sidecars = (0..args.sidecars as usize)
-        .map(|s| procs::Sidecar::new(s, hosts[3 + s].clone(), &out))
-        .collect();
-    let mut cl = procs::Cluster { sidecars, zk, net };
-    for s in &mut cl.sidecars {
-        s.spawn(&spec, 0)?;
-    }
+        idcar,
+        out,
+    } = prepare(&args, seed)?;
+    let (mut cl, spec) = start_cluster(&args, idcar, &out, layout.as_ref(), cluster)?;
     let holders = args.pool_size.min(args.sidecars) as usize;
     let warm = report::wait_until_served(&cl, holders, Duration::from_secs(60));
     println!(
@@ -340,25 +239,7 @@ fn run(args: Args) -> Result<bool> {
 
     let stop = Arc::new(AtomicBool::new(false));
     let hard_end = Instant::now() + args.duration + Duration::from_secs(120);
-    let mut clients = Vec::new();
-    for s in &cl.sidecars {
-        for http in [false, true] {
-            let c = load::Client {
-                sidecar: s.index,
-                socket: s.socket.clone(),
-                incarnation: s.incarnation.clone(),
-                http,
-                layout: layout.clone(),
-                seed: seed ^ ((s.index as u64) << 8 | u64::from(http)),
-                pace: if http { args.pace * 10 } else { args.pace },
-                timeout: Duration::from_secs(3),
-                stop: stop.clone(),
-                deadline: hard_end,
-                max_ops: 5_000_000,
-            };
-            clients.push(std::thread::spawn(move || c.run()));
-        }
-    }
+    let clients = start_clients(&args, &cl, &layout, seed, &stop, hard_end);
 
     let started = Instant::now();
     let started_ns = procs::now_ns();
@@ -370,14 +251,7 @@ fn run(args: Args) -> Result<bool> {
         busy_max: args.duration.mul_f64(0.4).max(Duration::from_secs(5)),
     };
     let mut nem = nemesis::Nemesis::new(StdRng::seed_from_u64(seed), kinds, timing);
-    let mut result = Ok(());
-    while started.elapsed() < args.duration && !INTERRUPTED.load(Ordering::SeqCst) {
-        if let Err(e) = nem.step(&mut cl, &spec, true) {
-            result = Err(e);
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let result = inject(&args, started, &mut nem, &mut cl, &spec);
     let healed = nem.heal_all(&mut cl, &spec);
     let faults_end_ns = procs::now_ns();
     println!(
@@ -421,4 +295,201 @@ fn run(args: Args) -> Result<bool> {
         bail!("interrupted: the history so far passed, but the run is not complete");
     }
     Ok(passed)
+}
+
+/// What the campaign settles before it starts anything.
+struct Prepared {
+    /// The fault kinds to draw from.
+    kinds: Vec<Kind>,
+    layout: Arc<dyn layout::Layout>,
+    /// The cluster ID the sidecars are given (0 for layouts without one).
+    cluster: u8,
+    /// The idcar binary.
+    idcar: PathBuf,
+    /// Where logs, sockets and the report go (created empty).
+    out: PathBuf,
+}
+
+/// Checks the arguments and what the campaign needs (`preflight`), creates the output
+/// directory, removes what a killed campaign left, and catches Ctrl-C and SIGTERM.
+fn prepare(args: &Args, seed: u64) -> Result<Prepared> {
+    if args.slots > args.pool_size {
+        anyhow::bail!("--slots must be at most --pool-size");
+    }
+    if args.pool_size >= args.sidecars * args.slots {
+        eprintln!("campaign: note: --pool-size >= --sidecars, so no sidecar waits in the queue");
+    }
+    let kinds = if args.faults.is_empty() {
+        Kind::ALL.to_vec()
+    } else {
+        args.faults.clone()
+    };
+    let layout: Arc<dyn layout::Layout> = layout::by_name(&args.layout, LayoutParams::default())
+        .map_err(|e| anyhow::anyhow!("--layout: {e}"))?
+        .into();
+    let cluster: u8 = if layout.has_cluster() { 3 } else { 0 };
+    let idcar = match &args.idcar {
+        Some(p) => p.clone(),
+        None => std::env::current_exe()?
+            .parent()
+            .context("where is this binary?")?
+            .join("idcar"),
+    };
+    preflight(&idcar, args.plant_bug)?;
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| workspace().join(format!("target/campaign/seed-{seed}")));
+    let _ = std::fs::remove_dir_all(&out);
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    let stale = net::remove_stale();
+    if stale > 0 {
+        eprintln!("campaign: removed {stale} namespaces left by a campaign that was killed");
+    }
+    catch_signals();
+    Ok(Prepared {
+        kinds,
+        layout,
+        cluster,
+        idcar,
+        out,
+    })
+}
+
+/// Creates the network, starts the store and every sidecar: the cluster, and what every
+/// sidecar is started with.
+fn start_cluster(
+    args: &Args,
+    idcar: PathBuf,
+    out: &std::path::Path,
+    layout: &dyn layout::Layout,
+    cluster: u8,
+) -> Result<(procs::Cluster, procs::SidecarSpec)> {
+    let node = match args.store {
+        procs::Store::Zookeeper => "zk",
+        procs::Store::Etcd => "etcd",
+    };
+    let mut names: Vec<String> = (1..=3).map(|i| format!("{node}{i}")).collect();
+    names.extend((0..args.sidecars).map(|s| format!("sc{s}")));
+    let net = net::Net::create(&names)?;
+    let hosts = net.hosts.clone();
+    let zk = procs::Ensemble::start(args.store, &hosts[..3], out)?;
+    let spec = procs::SidecarSpec {
+        idcar,
+        dir: out.to_path_buf(),
+        args: serve_args(args, &zk.connect(), cluster),
+        layout: args.layout.clone(),
+        cluster,
+        scheme: layout.scheme(),
+        other: procs::Reconfig::for_layout(&args.layout, args.pool_size)?,
+        pool_size: args.pool_size,
+    };
+    let sidecars = (0..args.sidecars as usize)
+        .map(|s| procs::Sidecar::new(s, hosts[3 + s].clone(), out))
+        .collect();
+    let mut cl = procs::Cluster { sidecars, zk, net };
+    for s in &mut cl.sidecars {
+        s.spawn(&spec, 0)?;
+    }
+    Ok((cl, spec))
+}
+
+/// The flags every sidecar is served with (`connect`: the store's addresses).
+fn serve_args(args: &Args, connect: &str, cluster: u8) -> Vec<String> {
+    let secs = |d: Duration| format!("{}ms", d.as_millis());
+    let (store_flag, expiry_flag, expiry) = match args.store {
+        procs::Store::Zookeeper => (
+            "--zk",
+            "--zk-session-timeout",
+            secs(args.zk_session_timeout),
+        ),
+        procs::Store::Etcd => (
+            "--etcd",
+            "--etcd-ttl",
+            format!("{}s", args.zk_session_timeout.as_secs().max(2)),
+        ),
+    };
+    let mut serve_args: Vec<String> = [
+        store_flag,
+        connect,
+        "--pool-size",
+        &args.pool_size.to_string(),
+        "--slots",
+        &args.slots.to_string(),
+        "--layout",
+        &args.layout,
+        "--cluster-id",
+        &cluster.to_string(),
+        expiry_flag,
+        &expiry,
+        "--lease-horizon",
+        &secs(args.lease_horizon),
+        "--renew-interval",
+        &secs(args.renew_interval),
+        "--shutdown-grace",
+        "3s",
+        "--log-format",
+        "json",
+        "--admin-addr",
+        "127.0.0.1:9750",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    if args.plant_bug != PlantedBug::None {
+        serve_args.push("--plant-bug".into());
+        serve_args.push(
+            clap::ValueEnum::to_possible_value(&args.plant_bug)
+                .expect("named")
+                .get_name()
+                .to_string(),
+        );
+    }
+    serve_args
+}
+
+/// Starts a binary and an HTTP load client for every sidecar, each recording its history.
+fn start_clients(
+    args: &Args,
+    cl: &procs::Cluster,
+    layout: &Arc<dyn layout::Layout>,
+    seed: u64,
+    stop: &Arc<AtomicBool>,
+    hard_end: Instant,
+) -> Vec<std::thread::JoinHandle<load::ClientLog>> {
+    let mut clients = Vec::new();
+    for s in &cl.sidecars {
+        for http in [false, true] {
+            let c = load::Client {
+                sidecar: s.index,
+                socket: s.socket.clone(),
+                incarnation: s.incarnation.clone(),
+                http,
+                layout: layout.clone(),
+                seed: seed ^ ((s.index as u64) << 8 | u64::from(http)),
+                pace: if http { args.pace * 10 } else { args.pace },
+                timeout: Duration::from_secs(3),
+                stop: stop.clone(),
+                deadline: hard_end,
+                max_ops: 5_000_000,
+            };
+            clients.push(std::thread::spawn(move || c.run()));
+        }
+    }
+    clients
+}
+
+/// Steps the nemesis until `--duration` has passed since `started` (or an interruption).
+fn inject(
+    args: &Args,
+    started: Instant,
+    nem: &mut nemesis::Nemesis,
+    cl: &mut procs::Cluster,
+    spec: &procs::SidecarSpec,
+) -> Result<()> {
+    while started.elapsed() < args.duration && !INTERRUPTED.load(Ordering::SeqCst) {
+        nem.step(cl, spec, true)?;
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(())
 }

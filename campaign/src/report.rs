@@ -179,19 +179,29 @@ impl Run<'_> {
         nem: &Nemesis,
         liveness: Option<Liveness>,
     ) -> Result<bool> {
-        let mut ops: Vec<Op> = Vec::new();
-        let mut ids: Vec<u128> = Vec::new();
-        for log in logs {
-            let base = ids.len();
-            ids.extend_from_slice(&log.ids);
-            ops.extend(log.ops.into_iter().map(|mut o| {
-                o.first += base;
-                o
-            }));
-        }
+        let (ops, ids) = merge(logs);
         let holds: Vec<check::Hold> = incarnations.iter().flat_map(check::holds).collect();
+        let setup = self.setup(incarnations);
+        let mut verdict = check::check(&setup, &ops, &ids, &holds, &nem.done, incarnations);
+        add_findings(&mut verdict, nem, liveness.as_ref());
+        let passed = verdict.violations.is_empty();
+        let report = self.report(&ops, &verdict, nem, liveness, incarnations);
+        if self.args.save_history {
+            self.save_history(&ops, &ids)?;
+        }
+        let json = self.out.join("report.json");
+        std::fs::write(&json, serde_json::to_string_pretty(&report)?)?;
+        let text = summary(&report);
+        std::fs::write(self.out.join("report.txt"), &text)?;
+        print!("{text}");
+        println!("campaign: report {} (logs beside it)", json.display());
+        Ok(passed)
+    }
+
+    /// What the checker needs to know of the run.
+    fn setup(&self, incarnations: &[Incarnation]) -> Setup<'_> {
         let a = self.args;
-        let setup = Setup {
+        Setup {
             layout: self.layout,
             scheme: self.layout.scheme(),
             cluster: u64::from(self.cluster),
@@ -208,39 +218,26 @@ impl Run<'_> {
                     .map(|i| (i.sidecar, i.number))
                     .collect(),
             }),
-        };
-        let mut verdict = check::check(&setup, &ops, &ids, &holds, &nem.done, incarnations);
-        for (s, n, how) in &nem.unexpected_exits {
-            verdict.violations.push(check::Violation {
-                check: "liveness: no sidecar exits by itself",
-                detail: format!("sidecar {s} incarnation {n} exited: {how}"),
-            });
         }
-        for (check, detail) in &nem.violations {
-            verdict.violations.push(check::Violation {
-                check,
-                detail: detail.clone(),
-            });
-        }
-        if let Some(l) = liveness.as_ref().filter(|l| !l.passed) {
-            verdict.violations.push(check::Violation {
-                check: "liveness at the end",
-                detail: format!(
-                    "{:.1} s after healing: {} serving, {} exhausted; {}",
-                    l.seconds,
-                    l.serving,
-                    l.exhausted,
-                    l.other.join("; ")
-                ),
-            });
-        }
+    }
+
+    /// The report on the judged history.
+    fn report<'r>(
+        &'r self,
+        ops: &[Op],
+        verdict: &'r Verdict,
+        nem: &'r Nemesis,
+        liveness: Option<Liveness>,
+        incarnations: &'r [Incarnation],
+    ) -> Report<'r> {
+        let a = self.args;
         let passed = verdict.violations.is_empty();
         let end_ns = ops
             .iter()
             .map(|o| o.end_ns)
             .max()
             .unwrap_or(self.started_ns);
-        let report = Report {
+        Report {
             verdict: if passed { "pass" } else { "fail" },
             seed: self.seed,
             layout: self.layout.name(),
@@ -257,9 +254,9 @@ impl Run<'_> {
                 *m.entry(f.kind.name().to_string()).or_default() += 1;
                 m
             }),
-            requests: requests(&ops),
-            verdict_detail: &verdict,
-            availability: availability(&ops, incarnations, self.started_ns, end_ns),
+            requests: requests(ops),
+            verdict_detail: verdict,
+            availability: availability(ops, incarnations, self.started_ns, end_ns),
             liveness,
             unexpected_exits: nem
                 .unexpected_exits
@@ -268,17 +265,51 @@ impl Run<'_> {
                 .collect(),
             faults: &nem.done,
             incarnations,
-        };
-        if a.save_history {
-            self.save_history(&ops, &ids)?;
         }
-        let json = self.out.join("report.json");
-        std::fs::write(&json, serde_json::to_string_pretty(&report)?)?;
-        let text = summary(&report);
-        std::fs::write(self.out.join("report.txt"), &text)?;
-        print!("{text}");
-        println!("campaign: report {} (logs beside it)", json.display());
-        Ok(passed)
+    }
+}
+
+/// Every client's requests in one history: the requests, and the IDs they index into.
+fn merge(logs: Vec<ClientLog>) -> (Vec<Op>, Vec<u128>) {
+    let mut ops: Vec<Op> = Vec::new();
+    let mut ids: Vec<u128> = Vec::new();
+    for log in logs {
+        let base = ids.len();
+        ids.extend_from_slice(&log.ids);
+        ops.extend(log.ops.into_iter().map(|mut o| {
+            o.first += base;
+            o
+        }));
+    }
+    (ops, ids)
+}
+
+/// What the checker cannot see in the history: sidecars that exited by themselves, what a
+/// fault found wrong by itself, liveness at the end.
+fn add_findings(verdict: &mut Verdict, nem: &Nemesis, liveness: Option<&Liveness>) {
+    for (s, n, how) in &nem.unexpected_exits {
+        verdict.violations.push(check::Violation {
+            check: "liveness: no sidecar exits by itself",
+            detail: format!("sidecar {s} incarnation {n} exited: {how}"),
+        });
+    }
+    for (check, detail) in &nem.violations {
+        verdict.violations.push(check::Violation {
+            check,
+            detail: detail.clone(),
+        });
+    }
+    if let Some(l) = liveness.filter(|l| !l.passed) {
+        verdict.violations.push(check::Violation {
+            check: "liveness at the end",
+            detail: format!(
+                "{:.1} s after healing: {} serving, {} exhausted; {}",
+                l.seconds,
+                l.serving,
+                l.exhausted,
+                l.other.join("; ")
+            ),
+        });
     }
 }
 

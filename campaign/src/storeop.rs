@@ -170,58 +170,13 @@ async fn zookeeper(op: &Op) -> Result<String> {
 }
 
 async fn etcd(op: &Op) -> Result<String> {
-    use rpc::compare::{CompareResult, CompareTarget, TargetUnion};
     let access = EtcdAccess::new(&op.connect, None, None).map_err(|e| anyhow::anyhow!("{e}"))?;
     let etcd = Etcd::connect(&access, Duration::from_secs(3))
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     let paths = Paths::new("/idcar", &op.layout, op.cluster);
-    let key = |k: String| k.into_bytes();
-    let del = |k: String| rpc::RequestOp {
-        request: Some(rpc::request_op::Request::RequestDeleteRange(
-            rpc::DeleteRangeRequest {
-                key: key(k),
-                ..Default::default()
-            },
-        )),
-    };
-    let txn = |compare: Vec<rpc::Compare>, success: Vec<rpc::RequestOp>| rpc::TxnRequest {
-        compare,
-        success,
-        failure: vec![],
-    };
     if op.op == "recreate-params" {
-        let read = rpc::RangeRequest {
-            key: key(paths.params()),
-            ..Default::default()
-        };
-        let r = etcd
-            .range("store-op", read)
-            .await
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-        let Some(kv) = r.kvs.first() else {
-            return Ok("skip: no params".into());
-        };
-        let new = changed(&kv.value, &op.only)?;
-        // etcd refuses a delete and a put of one key in one transaction: one, then the other.
-        etcd.txn("store-op", txn(vec![], vec![del(paths.params())]))
-            .await
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-        let put = rpc::RequestOp {
-            request: Some(rpc::request_op::Request::RequestPut(rpc::PutRequest {
-                key: key(paths.params()),
-                value: new.clone(),
-                ..Default::default()
-            })),
-        };
-        etcd.txn("store-op", txn(vec![], vec![put]))
-            .await
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-        return Ok(format!(
-            "recreated {} as {}",
-            paths.params(),
-            String::from_utf8_lossy(&new)
-        ));
+        return etcd_recreate_params(&etcd, &paths, op).await;
     }
     if op.op == "delete-params" {
         let r = etcd
@@ -230,9 +185,77 @@ async fn etcd(op: &Op) -> Result<String> {
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         return Ok(format!("deleted {} ({})", paths.params(), r.succeeded));
     }
+    let held = etcd_held(&etcd, &paths).await?;
+    if op.op == "holder" {
+        return Ok(holder(op, &held));
+    }
+    let Some((slot, pod)) = pick(op, held) else {
+        return Ok("skip: no slot held by a free sidecar".into());
+    };
+    etcd_change_mark(&etcd, &paths, op, slot, &pod).await
+}
+
+/// An etcd request deleting key `k`.
+fn del(k: String) -> rpc::RequestOp {
+    rpc::RequestOp {
+        request: Some(rpc::request_op::Request::RequestDeleteRange(
+            rpc::DeleteRangeRequest {
+                key: k.into_bytes(),
+                ..Default::default()
+            },
+        )),
+    }
+}
+
+/// An etcd transaction: `success` if every `compare` holds, else nothing.
+fn txn(compare: Vec<rpc::Compare>, success: Vec<rpc::RequestOp>) -> rpc::TxnRequest {
+    rpc::TxnRequest {
+        compare,
+        success,
+        failure: vec![],
+    }
+}
+
+/// `recreate-params` in etcd: `params` deleted, then put with `op.only`'s changes.
+async fn etcd_recreate_params(etcd: &Etcd, paths: &Paths, op: &Op) -> Result<String> {
+    let read = rpc::RangeRequest {
+        key: paths.params().into_bytes(),
+        ..Default::default()
+    };
+    let r = etcd
+        .range("store-op", read)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let Some(kv) = r.kvs.first() else {
+        return Ok("skip: no params".into());
+    };
+    let new = changed(&kv.value, &op.only)?;
+    // etcd refuses a delete and a put of one key in one transaction: one, then the other.
+    etcd.txn("store-op", txn(vec![], vec![del(paths.params())]))
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let put = rpc::RequestOp {
+        request: Some(rpc::request_op::Request::RequestPut(rpc::PutRequest {
+            key: paths.params().into_bytes(),
+            value: new.clone(),
+            ..Default::default()
+        })),
+    };
+    etcd.txn("store-op", txn(vec![], vec![put]))
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(format!(
+        "recreated {} as {}",
+        paths.params(),
+        String::from_utf8_lossy(&new)
+    ))
+}
+
+/// The pool's slot nodes in etcd: (slot, its owner).
+async fn etcd_held(etcd: &Etcd, paths: &Paths) -> Result<Vec<(u32, Option<Owner>)>> {
     let prefix = format!("{}/", paths.slots());
     let range = rpc::RangeRequest {
-        key: key(prefix.clone()),
+        key: prefix.clone().into_bytes(),
         range_end: idcar::lease::etcd::client::prefix_end(prefix.as_bytes()),
         ..Default::default()
     };
@@ -240,7 +263,7 @@ async fn etcd(op: &Op) -> Result<String> {
         .range("store-op", range)
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let held: Vec<(u32, Option<Owner>)> = slots
+    Ok(slots
         .kvs
         .iter()
         .filter_map(|kv| {
@@ -251,15 +274,21 @@ async fn etcd(op: &Op) -> Result<String> {
                 .ok()?;
             Some((n, parse_owner(&kv.value)))
         })
-        .collect();
-    if op.op == "holder" {
-        return Ok(holder(op, &held));
-    }
-    let Some((slot, pod)) = pick(op, held) else {
-        return Ok("skip: no slot held by a free sidecar".into());
-    };
+        .collect())
+}
+
+/// `lower-mark` / `delete-mark` in etcd on `slot` (held by `pod`): only while the slot is
+/// held and its mark unchanged since it was read.
+async fn etcd_change_mark(
+    etcd: &Etcd,
+    paths: &Paths,
+    op: &Op,
+    slot: u32,
+    pod: &str,
+) -> Result<String> {
+    use rpc::compare::{CompareResult, CompareTarget, TargetUnion};
     let read = rpc::RangeRequest {
-        key: key(paths.mark(slot)),
+        key: paths.mark(slot).into_bytes(),
         ..Default::default()
     };
     let r = etcd
@@ -272,14 +301,14 @@ async fn etcd(op: &Op) -> Result<String> {
     let held_still = rpc::Compare {
         result: CompareResult::Greater as i32,
         target: CompareTarget::Create as i32,
-        key: key(paths.slot(slot)),
+        key: paths.slot(slot).into_bytes(),
         range_end: vec![],
         target_union: Some(TargetUnion::CreateRevision(0)),
     };
     let unchanged = rpc::Compare {
         result: CompareResult::Equal as i32,
         target: CompareTarget::Mod as i32,
-        key: key(paths.mark(slot)),
+        key: paths.mark(slot).into_bytes(),
         range_end: vec![],
         target_union: Some(TargetUnion::ModRevision(kv.mod_revision)),
     };
@@ -288,7 +317,7 @@ async fn etcd(op: &Op) -> Result<String> {
     } else {
         rpc::RequestOp {
             request: Some(rpc::request_op::Request::RequestPut(rpc::PutRequest {
-                key: key(paths.mark(slot)),
+                key: paths.mark(slot).into_bytes(),
                 value: format!("{lowered} 00000000000000ff").into_bytes(),
                 ..Default::default()
             })),

@@ -1,5 +1,5 @@
 //! The randomized fault campaign (`idcar-campaign`, whose checker's unit tests live beside it
-//! in `src/check.rs`), short runs: it passes on main with a
+//! in `src/check/`), short runs: it passes on main with a
 //! fixed seed (lable64) and a random one (sno80), and with etcd as the store, every kind of
 //! fault drawn (the operator's faults on the store, planted panics, a release that times out
 //! and instances that disagree among them), and it catches the lease bugs planted behind the

@@ -78,6 +78,8 @@ impl Store for EtcdStore {
     type Session = EtcdSession;
     const NAME: &'static str = "etcd";
     const KIND: &'static str = "etcd";
+    const UNREACHABLE: &'static str = "cannot reach etcd";
+    const LOST: &'static str = "etcd lease lost; granting a new one";
     // IDs flow again within a second of etcd answering.
     const RETRY_AT_MOST: Duration = Duration::from_millis(500);
 

@@ -187,14 +187,21 @@ impl Session for EtcdSession {
     }
 
     /// Puts our queue key (keeping it if it is there already).
-    async fn enqueue(&self, _neg: &Negotiation, owner: &[u8]) -> Result<(String, i64), Fault> {
+    async fn enqueue(&self, neg: &Negotiation, owner: &[u8]) -> Result<(String, i64), Fault> {
         let me = self.queue_key();
         let req = rpc::TxnRequest {
             compare: vec![absent(&me)],
             success: vec![put(&me, owner.to_vec(), self.lease)],
             failure: vec![get(&me)],
         };
-        let r = self.etcd.txn("queueing", req).await?;
+        let r = match self.etcd.txn("queueing", req).await {
+            Ok(r) => r,
+            Err(e) => {
+                // The put may have gone through: leave the queue as any claim does.
+                self.leave(neg, &(me, 0)).await;
+                return Err(e.into());
+            }
+        };
         let place = if r.succeeded {
             r.header
                 .map(|h| h.revision)

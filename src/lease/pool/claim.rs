@@ -25,6 +25,7 @@ use super::holding::{
 };
 use super::{Fault, Negotiation, Session, Took};
 use crate::lease::protocol::Protocol;
+use crate::lease::store::MarkStore;
 use crate::lease::LeaseError;
 use std::collections::BTreeSet;
 
@@ -244,7 +245,7 @@ async fn probe_slot<S: Session>(
     let (p, pool) = (&neg.proto, neg.cfg.pool_size);
     if let Some(s) = prefer {
         // Our own entry from a lease lost to a foreign write frees the slot for us again.
-        session.let_go(marks, s).await;
+        marks.give_back(s).await;
     }
     let mut next = prefer.filter(|s| *s < pool && !history.skip.contains(s));
     let mut misses = 0;

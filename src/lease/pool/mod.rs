@@ -125,6 +125,10 @@ pub(crate) trait Store: Send + Sync + 'static {
     const NAME: &'static str;
     /// The `kind` of the lease's log span: "zookeeper", "etcd".
     const KIND: &'static str;
+    /// What is said while the store cannot be reached: "cannot connect to ZooKeeper".
+    const UNREACHABLE: &'static str;
+    /// What is logged when a session is gone: "ZooKeeper session lost; opening a new one".
+    const LOST: &'static str;
     /// An unanswered open is tried again at least this often (IDs flow again soon after the
     /// store answers).
     const RETRY_AT_MOST: Duration;

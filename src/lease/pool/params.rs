@@ -36,12 +36,18 @@ pub(crate) async fn agree<S: Session>(
         |why: String| End::disagreeing(first, identity::disagrees(&key, &why, S::ROOT_FLAG));
     let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(1));
     // Each pass either agrees, or finds `params` changed meanwhile, or waits out a passing
-    // fault; a pool whose `params` keeps changing for that long is an error, not a wait.
-    for _ in 0..100 {
+    // fault. Passing faults are waited out for as long as they last (the release and the
+    // session's end interrupt the wait); a pool whose `params` keeps changing under us is an
+    // error, not a wait.
+    let mut changes = 0;
+    while changes < 100 {
         let recorded = match stop.or(session.params(neg, &data)).await {
             Err(i) => return Err(End::interrupted(i, "agreeing the pool's parameters")),
             Ok(Ok(Some(r))) => r,
-            Ok(Ok(None)) => continue,
+            Ok(Ok(None)) => {
+                changes += 1;
+                continue;
+            }
             Ok(Err(Fault::Unavailable(e))) => {
                 retry(stop, &mut backoff, "parameters", &e).await?;
                 continue;
@@ -59,7 +65,10 @@ pub(crate) async fn agree<S: Session>(
             Err(i) => return Err(End::interrupted(i, "agreeing the pool's identity")),
             Ok(Ok(Some(rec))) => rec,
             // `params` was recreated or rewritten meanwhile: agree on the new one.
-            Ok(Ok(None)) => continue,
+            Ok(Ok(None)) => {
+                changes += 1;
+                continue;
+            }
             Ok(Err(Fault::Unavailable(e))) => {
                 retry(stop, &mut backoff, "identity", &e).await?;
                 continue;

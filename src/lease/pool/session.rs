@@ -90,8 +90,8 @@ pub(crate) async fn run<S: Store>(
                 // Not ready, and retried: a credential or certificate may be fixed (a Secret
                 // rotated, the store's configuration corrected) without restarting the pod.
                 // Never a plaintext fallback, never an ID on a connection not established.
-                tracing::warn!(error = %e, "cannot reach {}; retrying", S::NAME);
-                p.pending(format!("cannot reach {}: {e}", S::NAME));
+                tracing::warn!(error = %e, "{}; retrying", S::UNREACHABLE);
+                p.pending(format!("{}: {e}", S::UNREACHABLE));
                 match l.stop.sleep(backoff.next_wait()).await {
                     Ok(()) => Next::Again,
                     Err(_) => Next::Done(Ok(())),
@@ -202,7 +202,7 @@ async fn after<S: Store>(
                 p.metrics.lease.losses.with_label_values(&["expired"]).inc();
             }
             store.state(&p.metrics, part, "expired");
-            tracing::warn!(reason = %reason, "{} session lost; opening a new one", S::NAME);
+            tracing::warn!(reason = %reason, "{}", S::LOST);
             l.old = session.lost();
             p.lost(reason.clone());
             match refused {

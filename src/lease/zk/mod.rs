@@ -68,6 +68,8 @@ impl Store for ZooKeeper {
     type Session = ZkSession;
     const NAME: &'static str = "ZooKeeper";
     const KIND: &'static str = "zookeeper";
+    const UNREACHABLE: &'static str = "cannot connect to ZooKeeper";
+    const LOST: &'static str = "ZooKeeper session lost; opening a new one";
     // The client's own schedule backs off for seconds: after a long outage IDs would flow
     // again only seconds after ZooKeeper.
     const RETRY_AT_MOST: Duration = Duration::from_secs(1);
@@ -135,15 +137,16 @@ pub(crate) fn session_gone(e: &zk::Error) -> bool {
 /// How a ZooKeeper error outside the mark's writes (which the protocol treats itself) bears
 /// on the negotiation: an ACL refusal is `Refused` (not ready, tried again after a pause); a
 /// fatal fault only for what no retry can mend (a request ZooKeeper cannot serve); a session
-/// gone needs a new one; anything else — a connection lost or timed out — passes.
+/// gone needs a new one; anything else — a connection lost or timed out, a quota — passes.
 pub(crate) fn fault(e: zk::Error) -> Fault {
     match e {
         zk::Error::NoAuth | zk::Error::InvalidAcl => Fault::Refused(e.to_string()),
+        // A request ZooKeeper can never serve as sent (a bug, a server too old). A quota
+        // exceeded is not among them: it may be raised, and the claim is tried again.
         zk::Error::BadArguments(_)
         | zk::Error::Unimplemented
         | zk::Error::MarshallingError
-        | zk::Error::NoChildrenForEphemerals
-        | zk::Error::QuotaExceeded => Fault::Fatal(e.to_string()),
+        | zk::Error::NoChildrenForEphemerals => Fault::Fatal(e.to_string()),
         e if session_gone(&e) => Fault::SessionGone(e.to_string()),
         e => Fault::Unavailable(e.to_string()),
     }
@@ -190,5 +193,9 @@ mod tests {
             assert!(matches!(fault(e), Fault::Refused(_)), "{shown}");
         }
         assert!(matches!(fault(zk::Error::Unimplemented), Fault::Fatal(_)));
+        assert!(matches!(
+            fault(zk::Error::QuotaExceeded),
+            Fault::Unavailable(_)
+        ));
     }
 }

@@ -17,8 +17,12 @@ use crate::lease::identity::{self, Record};
 use crate::lease::pool::{Fault, Negotiation, Recorded};
 use zookeeper_client as zk;
 
-/// `e`, saying what was being done.
+/// `e`, saying what was being done. A node missing here is a directory someone deleted
+/// (`identity/`, the pool's own): a new session creates the namespace again.
 fn context(e: zk::Error, what: &str) -> Fault {
+    if e == zk::Error::NoNode {
+        return Fault::SessionGone(format!("{what}: {e} (opening a new session)"));
+    }
     match fault(e) {
         Fault::Unavailable(e) => Fault::Unavailable(format!("{what}: {e}")),
         Fault::SessionGone(e) => Fault::SessionGone(format!("{what}: {e}")),

@@ -1,0 +1,475 @@
+//! The checker: judges the whole recorded history after the run.
+//!
+//! - **uniqueness**: no ID acknowledged twice, across sidecars and restarts;
+//! - **attribution**: every ID decodes to the configured cluster and to a slot its sidecar was
+//!   issuing under at that time, above that lease's floor (the sidecar's own lease records:
+//!   its `lease_record` log lines);
+//! - **bounds** (from docs/zookeeper.md): a partitioned holder stops within the horizon; a
+//!   waiting sidecar takes over a lost holder's slot within session timeout + horizon + 1 s; a
+//!   holder no fault touches is never refused while the ensemble has a quorum;
+//! - **liveness** at the end: checked by the campaign's closing probe (see `main.rs`).
+//!
+//! This module holds what the checker is given and what it finds; each check is in its own
+//! submodule, the lease records it judges by in `holds`, the decoding of IDs in `decode`.
+
+mod attribution;
+mod bounds;
+mod decode;
+mod holds;
+
+pub use holds::{holds, Hold};
+
+use crate::load::Op;
+use crate::nemesis::Fault;
+use crate::procs::Incarnation;
+use idcar::layout::{Layout, Scheme};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Slack for comparing a sidecar's log time stamps with the client's (both from the same host
+/// clock, corrected for libfaketime's offset): scheduling, and the microseconds of the stamp.
+pub const STAMP_SLACK_NS: u64 = 50_000_000;
+
+/// What the checker needs to know of the run.
+pub struct Setup<'a> {
+    pub layout: &'a dyn Layout,
+    pub scheme: Scheme,
+    pub cluster: u64,
+    pub medallion_base: u64,
+    pub session_timeout_ns: u64,
+    pub horizon_ns: u64,
+    /// From here on the campaign was healing and shutting down: not judged for refusals.
+    pub faults_end_ns: u64,
+    /// The pool's other parameters (the reconfigure fault) and the incarnations (sidecar,
+    /// number) started with them, whose IDs decode with them.
+    pub other: Option<Other<'a>>,
+}
+
+/// The pool's other parameters, as a layout to decode with.
+pub struct Other<'a> {
+    pub layout: &'a dyn Layout,
+    pub medallion_base: u64,
+    pub incarnations: std::collections::BTreeSet<(usize, u32)>,
+}
+
+/// One violation, for people.
+#[derive(Clone, Debug, Serialize)]
+pub struct Violation {
+    pub check: &'static str,
+    pub detail: String,
+}
+
+/// One measured quantity of a fault kind, against its bound.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Measure {
+    /// Faults measured (no other fault near enough to blur it).
+    pub judged: usize,
+    /// The longest time measured, ms.
+    pub longest_ms: Option<f64>,
+    /// The bound from docs/zookeeper.md, ms (`None`: none promised; refusals are judged).
+    pub bound_ms: Option<f64>,
+}
+
+impl Measure {
+    fn add(&mut self, ns: u64, bound_ns: Option<u64>) {
+        self.judged += 1;
+        let ms = ns as f64 / 1e6;
+        self.longest_ms = Some(self.longest_ms.map_or(ms, |m| m.max(ms)));
+        self.bound_ms = bound_ns.map(|b| b as f64 / 1e6);
+    }
+}
+
+/// Unavailability figures of one fault kind: what was measured, by name.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct KindFigures {
+    pub faults: usize,
+    pub measures: BTreeMap<&'static str, Measure>,
+}
+
+/// The names of the measures.
+pub const CUT_STOPS: &str = "a cut holder's last ID after the cut";
+pub const TAKE_OVER: &str = "a waiting sidecar's first ID after a holder's loss";
+pub const GAP: &str = "longest gap in IDs of holders it did not touch";
+
+/// The verdict.
+#[derive(Debug, Default, Serialize)]
+pub struct Verdict {
+    pub ids_checked: usize,
+    pub duplicates: usize,
+    pub violations: Vec<Violation>,
+    pub per_kind: BTreeMap<String, KindFigures>,
+    /// Refused or unanswered requests during busy-neighbour faults (not judged: see issue 20).
+    pub refusals_under_busy_neighbour: usize,
+}
+
+/// A request, for people.
+fn show(op: &Op) -> String {
+    format!(
+        "sidecar {} incarnation {} {} count {} [{:.3} s .. {:.3} s]",
+        op.sidecar,
+        op.incarnation,
+        if op.http { "HTTP" } else { "binary" },
+        op.asked,
+        op.start_ns as f64 / 1e9,
+        op.end_ns as f64 / 1e9
+    )
+}
+
+/// Judges the history. `ops` index into `ids` through `first`/`count`.
+pub fn check(
+    setup: &Setup,
+    ops: &[Op],
+    ids: &[u128],
+    holds: &[Hold],
+    faults: &[Fault],
+    incarnations: &[Incarnation],
+) -> Verdict {
+    let mut v = Verdict {
+        ids_checked: ids.len(),
+        ..Verdict::default()
+    };
+    uniqueness(ops, ids, &mut v);
+    attribution::attribution(setup, ops, ids, holds, &mut v);
+    bounds::bounds(setup, ops, holds, faults, incarnations, &mut v);
+    v
+}
+
+/// No ID twice: sort (ID, op) pairs and compare neighbours.
+fn uniqueness(ops: &[Op], ids: &[u128], v: &mut Verdict) {
+    let mut owner = vec![0u32; ids.len()];
+    for (i, op) in ops.iter().enumerate() {
+        for o in &mut owner[op.first..op.first + op.count] {
+            *o = i as u32;
+        }
+    }
+    let mut order: Vec<u32> = (0..ids.len() as u32).collect();
+    order.sort_unstable_by_key(|&i| ids[i as usize]);
+    for w in order.windows(2) {
+        let (a, b) = (w[0] as usize, w[1] as usize);
+        if ids[a] == ids[b] {
+            v.duplicates += 1;
+            if v.duplicates <= 5 {
+                v.violations.push(Violation {
+                    check: "uniqueness",
+                    detail: format!(
+                        "ID {:x} acknowledged twice: to {} and to {}",
+                        ids[a],
+                        show(&ops[owner[a] as usize]),
+                        show(&ops[owner[b] as usize])
+                    ),
+                });
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::load::Outcome;
+    use crate::nemesis::Kind;
+    use idcar::layout::lable64;
+    use idcar::layout::{by_name, LayoutParams};
+
+    const MS: u64 = 1_000_000;
+    const S: u64 = 1_000_000_000;
+    /// The run's start, in ns since the epoch (2026).
+    const T0: u64 = 1_790_000_000 * S;
+
+    fn id(ms: u64, seq: u8, slot: u8, cluster: u8) -> u128 {
+        let f = lable64::Fields {
+            timestamp_ms: ms,
+            sequence: seq,
+            generator: slot,
+            cluster,
+        };
+        u128::from(f.pack().expect("in range"))
+    }
+
+    fn op(sidecar: usize, at: u64, first: usize, count: usize, ok: bool) -> Op {
+        Op {
+            sidecar,
+            incarnation: 1,
+            http: false,
+            asked: count.max(1) as u32,
+            start_ns: at,
+            end_ns: at + MS,
+            outcome: if ok {
+                Outcome::Ok
+            } else {
+                Outcome::Refused("no lease is held".into())
+            },
+            first,
+            count,
+        }
+    }
+
+    fn hold(sidecar: usize, slot: u64, floor_ms: u64, from: u64, to: Option<u64>) -> Hold {
+        Hold {
+            sidecar,
+            incarnation: 1,
+            slot,
+            floor: floor_ms,
+            generation: 1,
+            from_ns: from,
+            to_ns: to,
+            stopped_because: None,
+        }
+    }
+
+    fn inc(sidecar: usize) -> Incarnation {
+        Incarnation {
+            sidecar,
+            number: 1,
+            skew_s: 0,
+            started_ns: T0 - 60 * S,
+            ended_ns: None,
+            ended_by: None,
+            log: "/nonexistent".into(),
+            reconfigured: false,
+        }
+    }
+
+    fn judge(ops: &[Op], ids: &[u128], holds: &[Hold], faults: &[Fault]) -> Verdict {
+        let layout = by_name("lable64", LayoutParams::default()).expect("lable64");
+        let setup = Setup {
+            layout: layout.as_ref(),
+            scheme: layout.scheme(),
+            cluster: 3,
+            medallion_base: 0,
+            session_timeout_ns: 2 * S,
+            horizon_ns: 4 * S,
+            faults_end_ns: T0 + 1_000 * S,
+            other: None,
+        };
+        check(&setup, ops, ids, holds, faults, &[inc(0), inc(1)])
+    }
+
+    fn checks(v: &Verdict) -> Vec<&'static str> {
+        v.violations.iter().map(|x| x.check).collect()
+    }
+
+    /// Two sidecars, each issuing under its own slot: a clean history passes.
+    fn clean() -> (Vec<Op>, Vec<u128>, Vec<Hold>) {
+        let ms = T0 / MS;
+        let ids = vec![
+            id(ms + 10, 0, 1, 3),
+            id(ms + 10, 0, 2, 3),
+            id(ms + 11, 0, 1, 3),
+        ];
+        let ops = vec![
+            op(0, T0 + 10 * MS, 0, 1, true),
+            op(1, T0 + 10 * MS, 1, 1, true),
+            op(0, T0 + 11 * MS, 2, 1, true),
+        ];
+        let holds = vec![
+            hold(0, 1, ms - 5_000, T0 - S, None),
+            hold(1, 2, ms - 5_000, T0 - S, None),
+        ];
+        (ops, ids, holds)
+    }
+
+    #[test]
+    fn a_clean_history_passes() {
+        let (ops, ids, holds) = clean();
+        let v = judge(&ops, &ids, &holds, &[]);
+        assert!(v.violations.is_empty(), "{:?}", v.violations);
+        assert_eq!((v.ids_checked, v.duplicates), (3, 0));
+    }
+
+    #[test]
+    fn an_id_acknowledged_twice_is_a_duplicate() {
+        let (mut ops, mut ids, holds) = clean();
+        ids.push(ids[0]);
+        ops.push(op(0, T0 + 12 * MS, 3, 1, true));
+        let v = judge(&ops, &ids, &holds, &[]);
+        assert_eq!(v.duplicates, 1);
+        assert_eq!(checks(&v), ["uniqueness"]);
+    }
+
+    #[test]
+    fn wrong_cluster_foreign_slot_and_ticks_at_the_floor_are_not_attributable() {
+        let ms = T0 / MS;
+        for bad in [
+            id(ms + 10, 5, 1, 4),    // another cluster
+            id(ms + 10, 5, 9, 3),    // a slot sidecar 0 never held
+            id(ms - 5_000, 5, 1, 3), // at its lease's floor
+        ] {
+            let (mut ops, mut ids, holds) = clean();
+            ids.push(bad);
+            ops.push(op(0, T0 + 12 * MS, 3, 1, true));
+            assert_eq!(checks(&judge(&ops, &ids, &holds, &[])), ["attribution"]);
+        }
+        // An ID served after the sidecar's records say it stopped issuing.
+        let (mut ops, mut ids, mut holds) = clean();
+        holds[0].to_ns = Some(T0 + 5 * MS);
+        ids.push(id(ms + 900, 0, 1, 3));
+        ops.push(op(0, T0 + 900 * MS, 3, 1, true));
+        assert!(checks(&judge(&ops, &ids, &holds, &[])).contains(&"attribution"));
+    }
+
+    /// An incarnation started with the pool's other parameters (si53 with 6 MID bits, the
+    /// reconfigure fault) is judged by them: slot 3's IDs under 6 bits read as slot 1 under 5.
+    #[test]
+    fn a_reconfigured_incarnation_decodes_with_the_other_parameters() {
+        let pool = by_name("si53", LayoutParams::default()).expect("si53");
+        let six = LayoutParams {
+            mid_bits: 6,
+            ..LayoutParams::default()
+        };
+        let other_layout = by_name("si53", six).expect("si53 with 6 MID bits");
+        let ms = T0 / MS;
+        let mab = ms - six.base_clock_ms;
+        let ids = vec![u128::from(mab << 13 | 3 << 7 | 5)];
+        let ops = vec![op(0, T0 + 10 * MS, 0, 1, true)];
+        let holds = vec![hold(0, 3, mab - 5_000, T0 - S, None)];
+        let judge = |reconfigured: bool| {
+            let setup = Setup {
+                layout: pool.as_ref(),
+                scheme: pool.scheme(),
+                cluster: 0,
+                medallion_base: 0,
+                session_timeout_ns: 2 * S,
+                horizon_ns: 4 * S,
+                faults_end_ns: T0 + 1_000 * S,
+                other: Some(Other {
+                    layout: other_layout.as_ref(),
+                    medallion_base: 0,
+                    incarnations: reconfigured.then_some((0, 1)).into_iter().collect(),
+                }),
+            };
+            check(&setup, &ops, &ids, &holds, &[], &[inc(0)])
+        };
+        assert_eq!(checks(&judge(false)), ["attribution"]);
+        let v = judge(true);
+        assert!(v.violations.is_empty(), "{:?}", v.violations);
+    }
+
+    fn fault(kind: Kind, sidecar: usize, start: u64, end: u64) -> Fault {
+        Fault {
+            kind,
+            sidecar: Some(sidecar),
+            zk: None,
+            minority: Vec::new(),
+            did: String::new(),
+            skew_s: 0,
+            start_ns: start,
+            end_ns: end,
+        }
+    }
+
+    #[test]
+    fn a_cut_holder_serving_past_the_horizon_is_flagged() {
+        let (mut ops, mut ids, holds) = clean();
+        let cut = fault(Kind::Partition, 0, T0 + 100 * MS, T0 + 8 * S);
+        ids.push(id(T0 / MS + 3_000, 0, 1, 3));
+        ops.push(op(0, T0 + 3 * S, 3, 1, true));
+        assert!(judge(&ops, &ids, &holds, std::slice::from_ref(&cut))
+            .violations
+            .is_empty());
+        ids.push(id(T0 / MS + 5_000, 0, 1, 3));
+        ops.push(op(0, T0 + 5 * S, 4, 1, true));
+        assert_eq!(
+            checks(&judge(&ops, &ids, &holds, &[cut])),
+            ["bounded: a partitioned holder stops within the horizon"]
+        );
+    }
+
+    #[test]
+    fn an_untouched_holder_refused_is_flagged_but_not_under_a_fault() {
+        let (mut ops, ids, holds) = clean();
+        ops.push(op(1, T0 + 20 * MS, 3, 0, false));
+        assert_eq!(
+            checks(&judge(&ops, &ids, &holds, &[])),
+            ["bounded: a holder no fault touches is never refused"]
+        );
+        let kill = fault(Kind::Stop, 1, T0 + 15 * MS, T0 + 3 * S);
+        assert!(judge(&ops, &ids, &holds, &[kill]).violations.is_empty());
+    }
+
+    #[test]
+    fn an_untouched_holder_stopping_is_flagged_unless_it_gave_the_slot_back() {
+        let (ops, ids, mut holds) = clean();
+        // Sidecar 1 holds a second slot and stops issuing it with no fault near.
+        let mut extra = hold(1, 3, T0 / MS - 5_000, T0 - S, Some(T0 + 2 * S));
+        extra.stopped_because = Some("slot 3 lost: node not exists".into());
+        holds.push(extra.clone());
+        assert_eq!(
+            checks(&judge(&ops, &ids, &holds, &[])),
+            ["bounded: a holder no fault touches keeps its lease"]
+        );
+        // Given back to a sidecar holding none (--slots): a hand-over, not a loss.
+        extra.stopped_because = Some(idcar::lease::GAVE_BACK.into());
+        *holds.last_mut().unwrap() = extra;
+        assert!(judge(&ops, &ids, &holds, &[]).violations.is_empty());
+    }
+
+    #[test]
+    fn a_successor_slower_than_the_bound_is_flagged() {
+        let ms = T0 / MS;
+        // Sidecar 0 holds slot 1 and is killed at T0 + 1 s; sidecar 1 waits, then serves.
+        let holds = vec![hold(0, 1, ms - 5_000, T0 - S, Some(T0 + S))];
+        let kill = fault(Kind::Kill, 0, T0 + S, T0 + 2 * S);
+        let late = |after: u64| {
+            let ids = vec![id(ms + 1_000, 0, 1, 3), id((T0 + S + after) / MS, 0, 1, 3)];
+            let ops = vec![op(0, T0, 0, 1, true), op(1, T0 + S + after, 1, 1, true)];
+            let mut h = holds.clone();
+            h.push(hold(1, 1, ms + 1_000, T0 + S + after - MS, None));
+            judge(&ops, &ids, &h, std::slice::from_ref(&kill))
+        };
+        assert!(late(6 * S).violations.is_empty());
+        assert_eq!(
+            checks(&late(9 * S)),
+            ["bounded: a successor serves within session timeout + horizon + 1 s"]
+        );
+    }
+
+    #[test]
+    fn a_successor_below_its_predecessors_ticks_breaks_the_fence() {
+        let ms = T0 / MS;
+        // Sidecar 0 issued slot 1 up to ms + 900, was killed; sidecar 1 took slot 1 later
+        // with a floor below that (it did not wait past the mark): no two IDs collide.
+        let ids = vec![id(ms + 900, 0, 1, 3), id(ms + 2_000, 5, 1, 3)];
+        let ops = vec![
+            op(0, T0 + 900 * MS, 0, 1, true),
+            op(1, T0 + 2 * S, 1, 1, true),
+        ];
+        let holds = |floor: u64| {
+            vec![
+                hold(0, 1, ms - 5_000, T0 - S, Some(T0 + S)),
+                hold(1, 1, floor, T0 + 1_500 * MS, None),
+            ]
+        };
+        let kill = [fault(Kind::Kill, 0, T0 + S, T0 + 2 * S)];
+        let v = judge(&ops, &ids, &holds(ms + 500), &kill);
+        assert_eq!(v.duplicates, 0);
+        assert_eq!(
+            checks(&v),
+            ["fence: a successor issues only above its predecessor's ticks"]
+        );
+        assert!(judge(&ops, &ids, &holds(ms + 900), &kill)
+            .violations
+            .is_empty());
+    }
+
+    #[test]
+    fn a_lease_that_lapses_and_comes_back_is_not_its_own_successor() {
+        let ms = T0 / MS;
+        let ids = vec![id(ms + 10, 0, 1, 3), id(ms + 9_000, 0, 1, 3)];
+        let ops = vec![
+            op(0, T0 + 10 * MS, 0, 1, true),
+            op(0, T0 + 9 * S, 1, 1, true),
+        ];
+        // Issuing, stopped at the mark in an outage, issuing again under the same lease.
+        let holds = vec![
+            hold(0, 1, ms - 5_000, T0 - S, Some(T0 + 4 * S)),
+            hold(0, 1, ms - 5_000, T0 + 8 * S, None),
+        ];
+        let outage = Fault {
+            sidecar: None,
+            ..fault(Kind::Outage, 0, T0 + S, T0 + 7 * S)
+        };
+        let v = judge(&ops, &ids, &holds, &[outage]);
+        assert!(v.violations.is_empty(), "{:?}", v.violations);
+    }
+}

@@ -1,0 +1,167 @@
+//! Starting a fault: which kind (at random among those possible now) on which sidecar, and
+//! the network faults themselves (a sidecar cut off, a split, a release cut off). The other
+//! kinds are in `sidecar`, `store`, `operator`, `lock` and `busy`.
+
+use super::heal::Heal;
+use super::{Active, Fault, Kind, Nemesis, ENSEMBLE_REST};
+use crate::procs::{now_ns, Cluster, SidecarSpec};
+use anyhow::Result;
+use nix::sys::signal::Signal;
+use rand::rngs::StdRng;
+use rand::seq::IndexedRandom;
+use rand::Rng;
+use std::time::{Duration, Instant};
+
+/// A fault just injected: after how long it is healed, and what healing it takes. `None`:
+/// it could not be injected after all (nothing to heal, nothing recorded).
+pub(super) type Started = Option<(Duration, Heal)>;
+
+/// A random time between `lo` and `hi` seconds.
+pub(super) fn secs(rng: &mut StdRng, lo: f64, hi: f64) -> Duration {
+    Duration::from_secs_f64(rng.random_range(lo..hi))
+}
+
+impl Nemesis {
+    /// Starts a fault of a kind possible now, drawn at random, on a free sidecar drawn at
+    /// random (for the kinds that target one), and records it as active.
+    pub(super) fn start_one(&mut self, cl: &mut Cluster, spec: &SidecarSpec) -> Result<()> {
+        // Nothing starts while the pool is reconfigured: every other sidecar disagrees with
+        // it, and one restarted meanwhile is refused at start.
+        if self
+            .active
+            .iter()
+            .any(|a| a.fault.kind == Kind::Reconfigure)
+        {
+            return Ok(());
+        }
+        let free: Vec<usize> = (0..cl.sidecars.len())
+            .filter(|&s| !self.busy_sidecar(s) && cl.sidecars[s].running())
+            .collect();
+        let Some(kind) = self.choose_kind(&free) else {
+            return Ok(());
+        };
+        let target = free.choose(&mut self.rng).copied();
+        let mut fault = Fault {
+            kind,
+            sidecar: None,
+            zk: None,
+            minority: Vec::new(),
+            did: String::new(),
+            skew_s: 0,
+            start_ns: now_ns(),
+            end_ns: 0,
+        };
+        let Some((after, heal)) = self.inject(cl, spec, target, &free, &mut fault)? else {
+            return Ok(());
+        };
+        // The fault is in force from before its action at the latest: a request that ends in
+        // the instant between a kill and its reaping (a reset connection) is touched by it.
+        // `start_ns` was taken just before the action.
+        self.active.push(Active {
+            fault,
+            heal_at: Instant::now() + after,
+            heal,
+        });
+        Ok(())
+    }
+
+    /// A kind of fault possible now, at random (`free`: the running sidecars no fault
+    /// targets); `None` if there is none.
+    fn choose_kind(&mut self, free: &[usize]) -> Option<Kind> {
+        let ensemble_free = !self.active.iter().any(|a| a.fault.kind.ensemble())
+            && self.ensemble_quiet_since.elapsed() >= ENSEMBLE_REST;
+        let busy_free = !self
+            .active
+            .iter()
+            .any(|a| matches!(a.fault.kind, Kind::Busy | Kind::Mark | Kind::Params));
+        let no_busy = !self.active.iter().any(|a| a.fault.kind == Kind::Busy);
+        let possible: Vec<Kind> = self
+            .kinds
+            .iter()
+            .copied()
+            .filter(|k| match k {
+                Kind::Split | Kind::Leader | Kind::Outage | Kind::Params => ensemble_free,
+                // Alone: every sidecar is frozen, none may be mid-restart.
+                Kind::Restore => ensemble_free && self.snapshot.is_some() && self.active.is_empty(),
+                Kind::Reconfigure => ensemble_free && !free.is_empty(),
+                Kind::Mark => ensemble_free && no_busy && !free.is_empty(),
+                Kind::Busy => busy_free,
+                _ => !free.is_empty(),
+            })
+            .collect();
+        possible.choose(&mut self.rng).copied()
+    }
+
+    /// Injects `fault` (its kind; `target`: the free sidecar drawn for the kinds that target
+    /// one; `free`: every free sidecar).
+    fn inject(
+        &mut self,
+        cl: &mut Cluster,
+        spec: &SidecarSpec,
+        target: Option<usize>,
+        free: &[usize],
+        fault: &mut Fault,
+    ) -> Result<Started> {
+        let sidecar = || target.expect("a free sidecar");
+        match fault.kind {
+            Kind::Partition => self.cut_sidecar(cl, sidecar(), fault),
+            Kind::Split => self.split(cl, free, fault),
+            Kind::Kill => Ok(self.kill_sidecar(cl, sidecar(), fault)),
+            Kind::Stop => Ok(self.stop_sidecar(cl, sidecar(), fault)),
+            Kind::Leader => Ok(self.kill_leader(cl, fault)),
+            Kind::Outage => self.outage(cl, spec),
+            Kind::Restore => self.restore(cl, spec, fault),
+            Kind::Clock => self.step_clock(cl, spec, sidecar(), fault),
+            Kind::Term => Ok(self.term_sidecar(cl, sidecar(), fault)),
+            Kind::Params => Ok(self.delete_params(cl, spec, fault)),
+            Kind::Mark => Ok(self.touch_mark(cl, spec, free, fault)),
+            Kind::Panic => self.plant_panic(cl, spec, sidecar(), fault),
+            Kind::Abandon => self.plant_abandon(cl, spec, sidecar(), fault),
+            Kind::Reconfigure => self.reconfigure(cl, spec, sidecar(), free, fault),
+            Kind::Lock => self.start_lock(spec, fault),
+            Kind::Disagree => self.restart_disagreeing(cl, spec, sidecar(), fault),
+            Kind::Release => self.cut_release(cl, sidecar(), fault),
+            Kind::Busy => self.start_busy(),
+        }
+    }
+
+    /// Partition: sidecar `s` cut from every store node (silent drops).
+    fn cut_sidecar(&mut self, cl: &mut Cluster, s: usize, fault: &mut Fault) -> Result<Started> {
+        fault.sidecar = Some(s);
+        let (a, b) = (vec![cl.sidecar_host(s)], cl.zk_hosts());
+        cl.net.cut(&a, &b)?;
+        Ok(Some((secs(&mut self.rng, 3.0, 8.0), Heal::Cut(a, b))))
+    }
+
+    /// Split: a store node drawn at random, and up to two free sidecars, cut from the rest.
+    fn split(&mut self, cl: &mut Cluster, free: &[usize], fault: &mut Fault) -> Result<Started> {
+        let k = self.rng.random_range(0..cl.zk.nodes.len());
+        let n = self.rng.random_range(0..=2.min(free.len()));
+        let minority: Vec<usize> = free.choose_multiple(&mut self.rng, n).copied().collect();
+        fault.zk = Some(k + 1);
+        fault.minority = minority.clone();
+        let mut a = vec![k];
+        a.extend(minority.iter().map(|&s| cl.sidecar_host(s)));
+        let b: Vec<usize> = (0..cl.net.hosts.len()).filter(|h| !a.contains(h)).collect();
+        cl.net.cut(&a, &b)?;
+        Ok(Some((secs(&mut self.rng, 3.0, 8.0), Heal::Cut(a, b))))
+    }
+
+    /// Release: sidecar `s` cut from the store and sent SIGTERM, so that its release times
+    /// out; the cut heals near the end of its shutdown grace.
+    fn cut_release(&mut self, cl: &mut Cluster, s: usize, fault: &mut Fault) -> Result<Started> {
+        fault.sidecar = Some(s);
+        let (a, b) = (vec![cl.sidecar_host(s)], cl.zk_hosts());
+        cl.net.cut(&a, &b)?;
+        cl.sidecars[s].signal(Signal::SIGTERM);
+        // The cut heals near the end of the sidecar's 3 s --shutdown-grace.
+        Ok(Some((
+            secs(&mut self.rng, 2.2, 3.2),
+            Heal::CutRelease {
+                s,
+                cut: (a, b),
+                since: Instant::now(),
+            },
+        )))
+    }
+}

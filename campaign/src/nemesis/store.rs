@@ -1,0 +1,102 @@
+//! Faults on the store's nodes: the leader killed, an outage of every node (when a snapshot
+//! of the store may be taken), and a restore from such a snapshot by the documented
+//! procedure.
+
+use super::heal::Heal;
+use super::inject::{secs, Started};
+use super::operator::store_op;
+use super::{Fault, Nemesis};
+use crate::procs::{now_ns, Cluster, SidecarSpec};
+use anyhow::Result;
+use nix::sys::signal::Signal;
+use rand::Rng;
+use std::process::Command;
+use std::time::Duration;
+
+impl Nemesis {
+    /// Leader: the store's leader killed (kill -9), restarted later. `None` if no node says
+    /// it leads.
+    pub(super) fn kill_leader(&mut self, cl: &mut Cluster, fault: &mut Fault) -> Started {
+        let k = cl.zk.leader()?;
+        fault.zk = Some(k + 1);
+        cl.zk.kill(k);
+        Some((secs(&mut self.rng, 2.0, 5.0), Heal::Launch(vec![k])))
+    }
+
+    /// Outage: every store node killed (kill -9), restarted later; meanwhile, a copy of the
+    /// store's data for a later restore (the first time, then every other time at random).
+    pub(super) fn outage(&mut self, cl: &mut Cluster, spec: &SidecarSpec) -> Result<Started> {
+        let all: Vec<usize> = (0..cl.zk.nodes.len()).collect();
+        for &k in &all {
+            cl.zk.kill(k);
+        }
+        // Every node is down: a consistent copy of the store, for a later restore.
+        if self.snapshot.is_none() || self.rng.random_bool(0.5) {
+            let dir = spec.dir.join("snapshot");
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir)?;
+            for &k in &all {
+                copy_dir(&cl.zk.data_dir(k), &dir.join(format!("node{k}")))?;
+            }
+            self.snapshot = Some((dir, now_ns()));
+        }
+        Ok(Some((secs(&mut self.rng, 2.0, 6.0), Heal::Launch(all))))
+    }
+
+    /// Restore: every sidecar frozen, the store's data replaced by the snapshot and the store
+    /// restarted, `params` deleted, the sidecars thawed. `None` without a snapshot.
+    pub(super) fn restore(
+        &mut self,
+        cl: &mut Cluster,
+        spec: &SidecarSpec,
+        fault: &mut Fault,
+    ) -> Result<Started> {
+        let Some((dir, taken)) = self.snapshot.clone() else {
+            return Ok(None);
+        };
+        let running: Vec<usize> = (0..cl.sidecars.len())
+            .filter(|&s| cl.sidecars[s].running())
+            .collect();
+        for &s in &running {
+            cl.sidecars[s].signal(Signal::SIGSTOP);
+        }
+        let all: Vec<usize> = (0..cl.zk.nodes.len()).collect();
+        for &k in &all {
+            cl.zk.kill(k);
+        }
+        for &k in &all {
+            let data = cl.zk.data_dir(k);
+            std::fs::remove_dir_all(&data)?;
+            copy_dir(&dir.join(format!("node{k}")), &data)?;
+        }
+        for &k in &all {
+            cl.zk.launch(k)?;
+        }
+        let up = cl.zk.wait_leader(Duration::from_secs(30));
+        let mut did = None;
+        for _ in 0..10 {
+            let seed = self.rng.random();
+            did = store_op(cl, spec, "delete-params", 0, seed, &[]);
+            if did.as_deref().is_some_and(|d| d.starts_with("deleted")) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        for &s in &running {
+            cl.sidecars[s].signal(Signal::SIGCONT);
+        }
+        fault.did = format!(
+            "restored the snapshot of {:.1} s ago (store up: {up}); {}",
+            (now_ns().saturating_sub(taken)) as f64 / 1e9,
+            did.unwrap_or_else(|| "params NOT deleted".into())
+        );
+        Ok(Some((secs(&mut self.rng, 1.0, 2.0), Heal::Nothing)))
+    }
+}
+
+/// `cp -a from to`.
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) -> Result<()> {
+    let st = Command::new("cp").arg("-a").arg(from).arg(to).status()?;
+    anyhow::ensure!(st.success(), "cp -a {} {}", from.display(), to.display());
+    Ok(())
+}

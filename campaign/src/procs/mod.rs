@@ -1,0 +1,43 @@
+//! The processes of the campaign: the store's three nodes (a ZooKeeper ensemble through
+//! `zk/lib.sh`, or an etcd cluster) and the idcar sidecars, each started inside its own
+//! network namespace, each incarnation recorded.
+//!
+//! The store's nodes are in `ensemble`, the sidecars in `sidecar`, the pool's other
+//! parameters (the reconfigure fault) in `reconfig`; here, the whole cluster.
+
+mod ensemble;
+mod reconfig;
+mod sidecar;
+
+pub use ensemble::{Ensemble, Store};
+pub use reconfig::Reconfig;
+pub use sidecar::{Incarnation, Sidecar, SidecarSpec, FAKETIME};
+
+use crate::net::Net;
+
+/// Now, in ns since the epoch (the time stamps of the history).
+pub fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// The network and everything running in it.
+pub struct Cluster {
+    // Field order is drop order: processes before the namespaces they live in.
+    pub sidecars: Vec<Sidecar>,
+    pub zk: Ensemble,
+    pub net: Net,
+}
+
+impl Cluster {
+    /// Host indices of the ZooKeeper nodes on the network.
+    pub fn zk_hosts(&self) -> Vec<usize> {
+        (0..self.zk.nodes.len()).collect()
+    }
+
+    /// Host index of sidecar `s` on the network.
+    pub fn sidecar_host(&self, s: usize) -> usize {
+        self.zk.nodes.len() + s
+    }
+}

@@ -1,0 +1,177 @@
+//! The idcar sidecars: each in its own network namespace, started (with its clock skewed,
+//! with extra flags, with the pool's other parameters), signalled, killed, every incarnation
+//! recorded.
+
+use super::{now_ns, Reconfig};
+use crate::net::Host;
+use anyhow::{Context, Result};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+/// libfaketime's preload library (Debian package `faketime`).
+pub const FAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+
+/// How a sidecar's incarnation ended.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Incarnation {
+    pub sidecar: usize,
+    pub number: u32,
+    /// libfaketime offset of its clock, seconds (0: the true clock).
+    pub skew_s: i64,
+    pub started_ns: u64,
+    pub ended_ns: Option<u64>,
+    pub ended_by: Option<String>,
+    pub log: PathBuf,
+    /// Started with the pool's other parameters (the reconfigure fault): its IDs decode with
+    /// them.
+    pub reconfigured: bool,
+}
+
+/// One sidecar: its namespace, socket, and current process.
+pub struct Sidecar {
+    pub index: usize,
+    pub host: Host,
+    pub socket: PathBuf,
+    /// The incarnation a new connection to `socket` reaches (0: none started yet).
+    pub incarnation: Arc<AtomicU32>,
+    pub skew_s: i64,
+    child: Option<Child>,
+    pub history: Vec<Incarnation>,
+}
+
+/// What every sidecar is started with.
+pub struct SidecarSpec {
+    pub idcar: PathBuf,
+    pub dir: PathBuf,
+    pub args: Vec<String>,
+    /// The pool's layout and cluster (for the operator faults on the store).
+    pub layout: String,
+    pub cluster: u8,
+    pub scheme: idcar::layout::Scheme,
+    /// What an operator changes the pool's parameters to (the reconfigure fault).
+    pub other: Reconfig,
+    /// The pool's size (a static instance beside it takes the generator just outside).
+    pub pool_size: u32,
+}
+
+impl Sidecar {
+    pub fn new(index: usize, host: Host, dir: &Path) -> Sidecar {
+        Sidecar {
+            index,
+            host,
+            socket: dir.join(format!("sc{index}.sock")),
+            incarnation: Arc::new(AtomicU32::new(0)),
+            skew_s: 0,
+            child: None,
+            history: Vec::new(),
+        }
+    }
+
+    pub fn running(&self) -> bool {
+        self.child.is_some()
+    }
+
+    pub fn pid(&self) -> Option<Pid> {
+        self.child.as_ref().map(|c| Pid::from_raw(c.id() as i32))
+    }
+
+    /// Starts a new incarnation, its clock `skew_s` seconds off (libfaketime) when non-zero.
+    pub fn spawn(&mut self, spec: &SidecarSpec, skew_s: i64) -> Result<()> {
+        self.spawn_with(spec, skew_s, &[])
+    }
+
+    /// [`Sidecar::spawn`] with `extra` flags after the common ones (a later flag wins).
+    pub fn spawn_with(&mut self, spec: &SidecarSpec, skew_s: i64, extra: &[String]) -> Result<()> {
+        assert!(self.child.is_none(), "sidecar {} still runs", self.index);
+        let number = self.incarnation.load(Ordering::SeqCst) + 1;
+        let log = spec.dir.join(format!("sc{}.{number}.log", self.index));
+        let out = std::fs::File::create(&log)?;
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &self.host.ns, "env"]);
+        if skew_s != 0 {
+            cmd.arg(format!("LD_PRELOAD={FAKETIME}"))
+                .arg(format!("FAKETIME={skew_s:+}s"))
+                .arg("FAKETIME_DONT_FAKE_MONOTONIC=1");
+        }
+        cmd.arg(&spec.idcar)
+            .arg("serve")
+            .arg("--socket")
+            .arg(&self.socket)
+            .arg("--pod-name")
+            .arg(format!("sc{}", self.index))
+            .args(&spec.args)
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(out.try_clone()?)
+            .stderr(out);
+        // New connections reach the new process from here on (the old one is gone).
+        self.incarnation.store(number, Ordering::SeqCst);
+        self.child = Some(cmd.spawn().context("cannot start idcar")?);
+        self.skew_s = skew_s;
+        self.history.push(Incarnation {
+            sidecar: self.index,
+            number,
+            skew_s,
+            started_ns: now_ns(),
+            ended_ns: None,
+            ended_by: None,
+            log,
+            reconfigured: false,
+        });
+        Ok(())
+    }
+
+    /// [`Sidecar::spawn`] with the pool's other parameters (`spec.other`).
+    pub fn spawn_reconfigured(&mut self, spec: &SidecarSpec) -> Result<()> {
+        self.spawn_with(spec, 0, &spec.other.flags)?;
+        if let Some(h) = self.history.last_mut() {
+            h.reconfigured = true;
+        }
+        Ok(())
+    }
+
+    /// Sends `sig` to the current process.
+    pub fn signal(&self, sig: Signal) {
+        if let Some(pid) = self.pid() {
+            let _ = kill(pid, sig);
+        }
+    }
+
+    /// Whether the process has exited (reaping it, and recording how).
+    pub fn reap(&mut self, how: &str) -> bool {
+        let Some(c) = self.child.as_mut() else {
+            return true;
+        };
+        match c.try_wait() {
+            Ok(Some(status)) => {
+                self.child = None;
+                if let Some(h) = self.history.last_mut() {
+                    h.ended_ns = Some(now_ns());
+                    h.ended_by = Some(format!("{how} ({status})"));
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// SIGKILLs the process and waits for it.
+    pub fn kill9(&mut self, how: &str) {
+        self.signal(Signal::SIGCONT);
+        self.signal(Signal::SIGKILL);
+        if let Some(c) = self.child.as_mut() {
+            let _ = c.wait();
+        }
+        self.reap(how);
+    }
+}
+
+impl Drop for Sidecar {
+    fn drop(&mut self) {
+        self.kill9("campaign ended");
+    }
+}
