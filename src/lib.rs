@@ -17,7 +17,8 @@
 //! - [`server`]: the Unix-socket API (HTTP/1.1 and a binary protocol) and the admin listener.
 //! - [`metrics`]: every Prometheus metric, typed.
 //! - [`cli`], [`config`], [`app`]: arguments, validated configuration, and the `serve` run;
-//!   [`descriptors`]: the file-descriptor budget that keeps a reserve for the lease.
+//!   [`descriptors`]: the file-descriptor budget that keeps a reserve for the lease;
+//!   [`panics`]: what a panic does in `serve` (logged, then abort).
 //! - [`client`]: a small client for the socket, used by `idcar get`, examples and tests;
 //!   [`probe`]: `idcar probe`, readiness and liveness for exec probes and healthchecks;
 //!   [`retry`]: the one exponential backoff.

@@ -1,5 +1,5 @@
 //! More than one slot per instance (`--slots K`) and the StatefulSet ordinal preference, against
-//! a real ZooKeeper: each slot is claimed, fenced, renewed and released as one slot is;
+//! a real ZooKeeper (and etcd): each slot is claimed, fenced, renewed and released as one slot is;
 //! requests spread over the slots held; a pool that cannot give all K is served from what it
 //! gives while the rest is tried for, after instances that hold none; losing one slot stops
 //! only its share.

@@ -1,7 +1,7 @@
 //! What every coordinating store must survive, written once and run against each (real
 //! ZooKeeper servers and real etcd members, started per test on loopback ports, through
-//! `common::store::Store`): a release that hands over at once, kill -9 of a holder, the
-//! leader of three killed under load, a silent partition, an exhausted pool, and instances
+//! `common::store::Store`): a release that hands over at once, kill -9 of a holder, a holder
+//! frozen past its expiry, the leader of three killed under load, a silent partition, an exhausted pool, and instances
 //! whose parameters differ. What only one store has stays in its own file (`zk*.rs`, `etcd*.rs`).
 
 mod common;
@@ -296,6 +296,103 @@ async fn a_partitioned_holder_stops_and_its_successor_takes_over<S: Store>() {
     assert_eq!(b.metric("idcar_lease_slot").await, Some(0.0));
 }
 
+/// The invariant test: a holder frozen (SIGSTOP) past its session's or lease's expiry while a
+/// successor takes its slot, resumed with requests already waiting on its socket. It reaches
+/// its store through a proxy that goes silent while it is frozen, so on resume it cannot learn
+/// at once that it lost the slot, and its clock runs 1 s ahead of the successor's
+/// (`--clock-skew`), so its IDs carry times the successor's clock has not reached: it really
+/// issues after its expiry, within its own mark. Every ID from both must be unique, and the
+/// successor's must all lie above the holder's, because the successor waits past the mark.
+async fn a_frozen_holder_never_duplicates_its_successor<S: Store>() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let s = S::single();
+    let proxy = Proxy::start(s.endpoint()).await;
+    let via = format!("127.0.0.1:{}", proxy.port);
+    let (timing, resume_after) = s.frozen_holder();
+    let args = [&["--pool-size", "1", "--cluster-id", "2"][..], &timing[..]].concat();
+    let a = s
+        .start_at(&via, &[&args[..], &["--clock-skew", "1s"]].concat())
+        .await;
+    a.wait_ready(Duration::from_secs(15)).await;
+    let mut from_a = a.take(1_000).await.unwrap();
+    let mut b = s.start(&args).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    proxy.blackhole(true);
+    a.signal(Signal::SIGSTOP);
+    let paused = Instant::now();
+    // The successor claims once the frozen holder's session or lease expires...
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while b.metric("idcar_lease_claims_total").await != Some(1.0) {
+        assert!(Instant::now() < deadline, "no claim: {}", b.logs());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // ...and waits past the mark the holder wrote with its fast clock.
+    assert_eq!(b.admin_get("/readyz").await.0, 503, "waiting past the mark");
+    // Requests queue up on the frozen holder's socket; it resumes within its own mark.
+    let mut pending = Vec::new();
+    for _ in 0..4 {
+        let mut c = tokio::net::UnixStream::connect(&a.socket).await.unwrap();
+        let mut req = Vec::new();
+        idcar::server::frame::encode_get_ids(100, &Default::default(), &mut req);
+        c.write_all(&req).await.unwrap();
+        pending.push(c);
+    }
+    tokio::time::sleep_until((paused + resume_after).into()).await;
+    a.signal(Signal::SIGCONT);
+    let mut a_after = Vec::new();
+    for mut c in pending {
+        let mut head = [0u8; 8];
+        tokio::time::timeout(Duration::from_secs(10), c.read_exact(&mut head))
+            .await
+            .expect("the resumed holder answers the requests queued while it was frozen")
+            .unwrap();
+        let head = idcar::server::frame::parse_response_header(&head)
+            .expect("a valid response header")
+            .expect("a whole header");
+        let mut body = vec![0u8; head.len as usize];
+        tokio::time::timeout(Duration::from_secs(10), c.read_exact(&mut body))
+            .await
+            .unwrap()
+            .unwrap();
+        if head.status == idcar::server::frame::Status::Ok {
+            a_after.extend(
+                body.chunks(8)
+                    .map(|c| u64::from_be_bytes(c.try_into().unwrap())),
+            );
+        }
+    }
+    assert!(
+        !a_after.is_empty(),
+        "the resumed holder issued nothing: the test missed its window"
+    );
+    proxy.blackhole(false);
+    // Both keep being asked until the successor has served for a while.
+    b.wait_ready(Duration::from_secs(30)).await;
+    let until = Instant::now() + Duration::from_secs(1);
+    let ((more_a, _), (from_b, _)) = tokio::join!(hammer(&a, until), hammer(&b, until));
+    a_after.extend(more_a);
+    assert!(!from_b.is_empty());
+    let b_min = from_b.iter().map(|id| ts(*id)).min().unwrap();
+    let a_max = from_a
+        .iter()
+        .chain(&a_after)
+        .map(|id| ts(*id))
+        .max()
+        .unwrap();
+    eprintln!(
+        "resumed holder issued {} IDs; the successor's first tick {} ms above the holder's last",
+        a_after.len(),
+        b_min.saturating_sub(a_max)
+    );
+    assert!(
+        b_min > a_max,
+        "the successor issued at or below the holder's ticks"
+    );
+    from_a.extend(a_after);
+    assert_unique(&[from_a, from_b].concat());
+    b.stop_ok().await;
+}
+
 /// Every scenario, for one store.
 macro_rules! store_faults {
     ($store:ident, $s:ty) => {
@@ -322,6 +419,10 @@ macro_rules! store_faults {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn a_partitioned_holder_stops_and_its_successor_takes_over() {
                 super::a_partitioned_holder_stops_and_its_successor_takes_over::<$s>().await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_frozen_holder_never_duplicates_its_successor() {
+                super::a_frozen_holder_never_duplicates_its_successor::<$s>().await
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn mismatched_pool_parameters_are_refused() {

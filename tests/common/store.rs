@@ -29,6 +29,11 @@ pub trait Store: Sized + Send + Sync + 'static {
     /// What the store keeps of a released holder's session beyond its slot, checked gone
     /// (etcd: its lease revoked).
     fn check_released(&self) {}
+    /// How a holder frozen past its expiry resumes inside its own mark after its successor
+    /// claimed: the holder's timing flags, and how long after the freeze it resumes at the
+    /// earliest (ZooKeeper's client declares its session expired by itself some time after
+    /// the server did; etcd's lease ends only on etcd's word).
+    fn frozen_holder(&self) -> (Vec<&'static str>, std::time::Duration);
 
     /// The address of member 0, for a proxy in front of it.
     fn endpoint(&self) -> String;
@@ -84,6 +89,22 @@ impl Store for Zk {
     fn leader(&self) -> Option<usize> {
         Zk::leader(self)
     }
+    /// Session 6 s: the server expires the frozen holder after ~6 s; its own client would only
+    /// declare expiry ~8.4 s after it last heard. Horizon 9 s: it resumes at 6.8 s, inside its
+    /// mark.
+    fn frozen_holder(&self) -> (Vec<&'static str>, std::time::Duration) {
+        let flags = vec![
+            "--zk-session-timeout",
+            "6s",
+            "--lease-horizon",
+            "9s",
+            "--renew-interval",
+            "300ms",
+            "--max-clock-wait",
+            "20s",
+        ];
+        (flags, std::time::Duration::from_millis(6_800))
+    }
     fn endpoint(&self) -> String {
         self.connect()
     }
@@ -122,6 +143,13 @@ impl Store for Etcd {
     }
     fn leader(&self) -> Option<usize> {
         Etcd::leader(self)
+    }
+    /// The TTL is 2 s and the mark 5 s ahead: resumed as soon as the successor claimed, the
+    /// holder is inside its mark (its keep-alives black-holed, it does not know the lease
+    /// expired).
+    fn frozen_holder(&self) -> (Vec<&'static str>, std::time::Duration) {
+        let flags = vec!["--lease-horizon", "5s", "--max-clock-wait", "10s"];
+        (flags, std::time::Duration::ZERO)
     }
     /// The member idcar talks to, made the leader: killing the leader then costs idcar an
     /// endpoint and etcd an election at once.

@@ -17,7 +17,8 @@
 //!
 //! A new store implements [`Store`] and [`Session`] here and
 //! [`MarkStore`](crate::lease::store::MarkStore) for its marks, and adds one line to each of
-//! the conformance suites (`tests/lease_conformance.rs`).
+//! the conformance suites: `conformance!` in `tests/lease_conformance.rs` (the protocol) and
+//! `negotiation!` in `tests/negotiation.rs` (the negotiation).
 
 pub(crate) mod claim;
 pub(crate) mod holding;
