@@ -167,8 +167,15 @@ async fn serve<S: Store>(
         }
         Err(end) => end,
     };
-    for task in [gauges, give_back, Some(follower)].into_iter().flatten() {
+    // All three stop at once; only the pool's followers are waited for (they hold a handle of
+    // the store's client, which closing the session wants to be the last one). Waiting for
+    // each in turn would cost every release a round of the runtime's scheduling per task.
+    follower.abort();
+    let watchers = [gauges, give_back];
+    for task in watchers.iter().flatten() {
         task.abort();
+    }
+    for task in watchers.into_iter().flatten() {
         let _ = task.await;
     }
     if holding::gave_back(p, &gave, &end) {
