@@ -14,13 +14,20 @@
 //!    the session is established) and start-to-lease, medians over repeated claims;
 //! 2. 65 started together: time until all 64 slots are held, and until the 65th reports the
 //!    pool exhausted;
-//! 3. steady-state ZooKeeper writes per holder (renewals per second);
+//! 3. steady-state store writes per holder with one contender waiting (the 65th): marks kept
+//!    at the short horizon, renewed every interval;
 //! 4. with `--sidecars N` (e.g. 1000) over `--clusters C` (16): a rolling restart, as a
 //!    Deployment does it — all N start and hold; then every sidecar in turn is released and
 //!    replaced by a new one, `--surge` at a time. Reports the time until all N held at first,
 //!    the rolling restart's duration, claim latency p50/p99 of the replacements, and
-//!    store writes/s at steady state for the N holders (mark writes; with etcd also the
-//!    keep-alives of the N leases, one per holder per third of `--etcd-ttl`).
+//!    store writes/s per holder at steady state with no one waiting (counted by the store:
+//!    ZooKeeper's zxid, etcd's revision; session pings and etcd keep-alives are not writes and
+//!    are reported beside them).
+
+#[path = "common/store_counters.rs"]
+#[allow(dead_code)]
+mod store_counters;
+use store_counters::Counter;
 
 use clap::Parser;
 use idcar::clock::SystemClock;
@@ -46,8 +53,11 @@ struct Args {
     #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
     renew_interval: Duration,
     /// Every negotiator's --lease-horizon (at least twice the renew interval).
-    #[arg(long, default_value = "3s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     horizon: Duration,
+    /// Every negotiator's --idle-horizon (idcar's default).
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    idle_horizon: Duration,
     /// The etcd leases' TTL (with --etcd).
     #[arg(long, default_value = "6s", value_parser = humantime::parse_duration)]
     etcd_ttl: Duration,
@@ -72,8 +82,9 @@ struct Args {
 fn timing(args: &Args) -> Timing {
     Timing {
         horizon: args.horizon,
+        idle_horizon: args.idle_horizon.max(args.horizon),
         renew_every: args.renew_interval,
-        max_clock_wait: Duration::from_secs(10).max(args.horizon),
+        max_clock_wait: args.idle_horizon.max(args.horizon) + Duration::from_secs(10),
         starve: Duration::ZERO,
     }
 }
@@ -185,14 +196,16 @@ async fn main() -> anyhow::Result<()> {
         show(exhausted_at)
     );
 
-    // 3. Renewal writes per holder.
-    let m0 = all[0].1.clone();
-    let before = m0.lease.renewals.with_label_values(&["ok"]).get();
+    // 3. Store writes per holder, one contender waiting.
+    let counter = Counter::new(&args.zk, args.etcd.as_deref()).await?;
+    // The waiter's word reaches the holders, and their marks come down, first.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let before = counter.writes().await?;
     tokio::time::sleep(args.renew_window).await;
-    let after = m0.lease.renewals.with_label_values(&["ok"]).get();
+    let after = counter.writes().await?;
     println!(
-        "steady state: {:.2} mark writes/s per holder (one multi or txn: check slot + set mark) over {:?}",
-        (after - before) as f64 / args.renew_window.as_secs_f64(),
+        "steady state, one contender waiting: {:.2} store writes/s per holder over {:?} (counted by the store)",
+        (after - before) as f64 / 64.0 / args.renew_window.as_secs_f64(),
         args.renew_window
     );
     for (lease, _) in all {
@@ -223,24 +236,26 @@ async fn rolling_restart(args: &Args, root: &str) -> anyhow::Result<()> {
         args.clusters,
         t.elapsed()
     );
-    let writes = |fleet: &[(LeaseHandle, Arc<Metrics>)]| -> u64 {
-        fleet
-            .iter()
-            .map(|(_, m)| m.lease.renewals.with_label_values(&["ok"]).get())
-            .sum()
-    };
-    let before = writes(&fleet);
+    let counter = Counter::new(&args.zk, args.etcd.as_deref()).await?;
+    let before = counter.writes().await?;
     tokio::time::sleep(args.renew_window).await;
-    let per_s = (writes(&fleet) - before) as f64 / args.renew_window.as_secs_f64();
-    match &args.etcd {
-        None => println!("  steady state: {per_s:.0} ZooKeeper writes/s for {n} holders"),
-        Some(_) => println!(
-            "  steady state: {per_s:.0} etcd mark writes/s for {n} holders, plus {:.0} lease \
-             keep-alives/s (one per holder per third of the {:?} TTL)",
-            n as f64 / (args.etcd_ttl.as_secs_f64() / 3.0),
-            args.etcd_ttl
+    let per_s = (counter.writes().await? - before) as f64 / args.renew_window.as_secs_f64();
+    let (pings, what) = match &args.etcd {
+        None => (
+            n as f64 / 2.0,
+            "session pings (one per third of the 6 s session)",
         ),
-    }
+        Some(_) => (
+            n as f64 / (args.etcd_ttl.as_secs_f64() / 3.0),
+            "lease keep-alives (one per third of the TTL)",
+        ),
+    };
+    println!(
+        "  steady state, no one waiting: {per_s:.1} store writes/s for {n} holders = {:.4} per \
+         holder over {:?} (counted by the store); plus {pings:.0} {what}/s, not writes",
+        per_s / n as f64,
+        args.renew_window
+    );
     let t = Instant::now();
     let mut latencies = Vec::with_capacity(n);
     for start in (0..n).step_by(args.surge.max(1)) {

@@ -301,19 +301,29 @@ pub struct ServeArgs {
     /// volume that outlives the process). Not used with --zk or --etcd.
     #[arg(long, env = "IDCAR_STATE_FILE", default_value = "idcar.state")]
     pub state_file: PathBuf,
-    /// How far ahead of the clock each lease time mark reaches [default: 3s; with --zk, the
-    /// session timeout less 1s, within 3s..5s: 5s for the default session; with --etcd, the
-    /// same from --etcd-ttl]. In ZooKeeper mode
+    /// How far ahead of the clock IDs may be issued, and the time mark reaches while someone
+    /// waits for a slot [default: 3s; with --zk, the session timeout less 1s, within 3s..5s:
+    /// 5s for the default session; with --etcd, the same from --etcd-ttl]. In ZooKeeper mode
     /// a horizon below the session timeout costs a successor no wait (the session expires
     /// first) and rides out longer stalls of ZooKeeper's own disk.
     #[arg(long, env = "IDCAR_LEASE_HORIZON", value_parser = duration)]
     pub lease_horizon: Option<Duration>,
-    /// How often the time mark is pushed forward (at most half the horizon).
+    /// With --zk or --etcd: how far ahead of the clock the time mark reaches while no one
+    /// waits for a slot of the pool [default: 60s, or --max-clock-wait if that is less]. The
+    /// mark is written again when half of it is left (one store write per holder every ~30s);
+    /// a contender waiting for a slot brings it down to --lease-horizon within a second. Set
+    /// it to the horizon to renew the mark every --renew-interval.
+    #[arg(long, env = "IDCAR_IDLE_HORIZON", value_parser = duration)]
+    pub idle_horizon: Option<Duration>,
+    /// How often IDs' window (and, while someone waits, the time mark) is pushed forward (at
+    /// most half the horizon).
     #[arg(long, env = "IDCAR_RENEW_INTERVAL", default_value = "1s", value_parser = duration)]
     pub renew_interval: Duration,
-    /// How long start-up may wait for the clock to pass a stored time mark before giving up.
-    #[arg(long, env = "IDCAR_MAX_CLOCK_WAIT", default_value = "10s", value_parser = duration)]
-    pub max_clock_wait: Duration,
+    /// How long start-up may wait for the clock to pass a stored time mark before giving up
+    /// [default: 10s; with --zk or --etcd, 70s: a crashed holder's mark may be --idle-horizon
+    /// ahead].
+    #[arg(long, env = "IDCAR_MAX_CLOCK_WAIT", value_parser = duration)]
+    pub max_clock_wait: Option<Duration>,
     /// Largest number of IDs one request may ask for (default: 10000, or what the layout
     /// can issue in half the request timeout if that is less).
     #[arg(long, env = "IDCAR_MAX_BATCH")]

@@ -57,9 +57,17 @@ async fn an_outage_stops_at_the_mark_and_ids_flow_within_a_second_of_etcds_retur
     let mut e = Etcd::single();
     let proxy = Proxy::start(e.endpoints()).await;
     let via = format!("127.0.0.1:{}", proxy.port);
+    // The mark no further ahead than the window (as while someone waits for a slot).
     let a = start(
         &via,
-        &["--lease-horizon", "1s", "--renew-interval", "200ms"],
+        &[
+            "--lease-horizon",
+            "1s",
+            "--idle-horizon",
+            "1s",
+            "--renew-interval",
+            "200ms",
+        ],
     )
     .await;
     a.wait_ready(Duration::from_secs(15)).await;

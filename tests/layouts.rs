@@ -460,6 +460,9 @@ async fn large_pools_are_probed_not_scanned() {
             &zk.connect(),
             "--zk-session-timeout",
             "2s",
+            // The crashed holder's mark no further ahead than the window (3 s by default).
+            "--idle-horizon",
+            "3s",
             "--threads",
             "1",
         ];
@@ -521,6 +524,9 @@ async fn probed_slot_taken_over_after_a_crash_waits_past_the_mark() {
             &zk.connect(),
             "--zk-session-timeout",
             "2s",
+            // The crashed holder's mark no further ahead than the window (3 s by default).
+            "--idle-horizon",
+            "3s",
             "--threads",
             "1",
         ];
@@ -584,6 +590,8 @@ async fn probed_slot_with_a_far_mark_is_left_for_another() {
             &zk.connect(),
             "--zk-session-timeout",
             "2s",
+            "--max-clock-wait",
+            "10s",
         ]
         .map(str::to_string)
     };

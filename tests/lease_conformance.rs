@@ -540,6 +540,7 @@ fn protocol(clock: Arc<dyn Clock>) -> (Protocol, watch::Receiver<LeaseState>) {
         .scheme();
     let timing = Timing {
         horizon: HORIZON,
+        idle_horizon: HORIZON,
         renew_every: Duration::from_millis(100),
         max_clock_wait: Duration::from_secs(3),
         starve: Duration::ZERO,
@@ -574,7 +575,8 @@ async fn run<S: MarkStore + 'static>(store: S, clock: Arc<dyn Clock>, mode: u32)
     let task = tokio::spawn(async move {
         let mut stop = Stop::new(release_rx);
         let mut generation = 0;
-        protocol::hold(&p, &faulty, claim, &mut stop, &mut generation).await
+        let mut demand = protocol::Demand::none();
+        protocol::hold(&p, &faulty, claim, &mut stop, &mut generation, &mut demand).await
     });
     Running {
         rx,

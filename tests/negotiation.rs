@@ -76,6 +76,7 @@ fn pool(size: u32, prefer: Option<u32>) -> PoolConfig {
         prefer,
         timing: Timing {
             horizon: Duration::from_millis(600),
+            idle_horizon: Duration::from_millis(600),
             renew_every: Duration::from_millis(200),
             max_clock_wait: Duration::from_secs(5),
             starve: Duration::ZERO,

@@ -75,12 +75,16 @@ async fn a_killed_holder_is_taken_over_after_expiry<S: Store>() {
         "6s",
         "--lease-horizon",
         "1s",
+        "--idle-horizon",
+        "30s",
     ];
     let a = s.start(&args).await;
     a.wait_ready(Duration::from_secs(15)).await;
     let before = a.take(300).await.unwrap();
     let mut b = s.start(&args).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The waiter queues; within a second the holder's mark is down to its 1 s horizon.
+    wait_waiting(&s, 0, 1).await;
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
     assert_eq!(b.admin_get("/readyz").await.0, 503, "still held");
     let killed = Instant::now();
     a.signal(Signal::SIGKILL);
@@ -109,10 +113,14 @@ async fn a_killed_holder_is_taken_over_after_expiry<S: Store>() {
 /// going on through the two left.
 async fn killing_the_leader_of_three_loses_nothing<S: Store>() {
     let mut s = S::three();
+    // The mark renewed every interval (as while someone waits), so that writes go on
+    // through the failover and are seen to.
     let args = [
         s.expiry_flag(),
         "6s",
         "--lease-horizon",
+        "4s",
+        "--idle-horizon",
         "4s",
         "--renew-interval",
         "300ms",
@@ -145,6 +153,85 @@ async fn killing_the_leader_of_three_loses_nothing<S: Store>() {
     assert!(a.metric("idcar_lease_renewals_total{result=\"ok\"}").await > renewed);
     assert_eq!(a.admin_get("/readyz").await.0, 200);
     a.stop_ok().await;
+}
+
+/// Until `idcar pool` shows a contender waiting in cluster `c` (a pool of `size`).
+async fn wait_waiting<S: Store>(s: &S, c: u8, size: u32) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let p = s.pool(c, size);
+        if p["waiting"].as_array().is_some_and(|w| !w.is_empty()) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "no one waits: {p}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// What a holder costs its store, counted by the store (ZooKeeper's zxid, etcd's revision):
+/// nothing at all for seconds on end while no one waits, its mark the idle horizon ahead; a
+/// contender that starts waiting has the holder's mark down at the short horizon within a
+/// second (bound: 1 s, with 1 s of slack for a loaded test machine), so that after the holder's
+/// crash the successor serves within expiry + short horizon + 1 s; and no ID is shared.
+async fn an_idle_holder_writes_seldom_and_a_waiter_brings_its_mark_down<S: Store>() {
+    let s = S::single();
+    let args = [
+        "--pool-size",
+        "1",
+        "--cluster-id",
+        "3",
+        s.expiry_flag(),
+        "3s",
+        "--lease-horizon",
+        "2s",
+        "--idle-horizon",
+        "40s",
+    ];
+    let a = s.start(&args).await;
+    a.wait_ready(Duration::from_secs(15)).await;
+    let before = a.take(300).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Counted before the mark is read: the harness's own reader is a session, a write.
+    let w0 = s.writes();
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let idle_writes = s.writes() - w0;
+    assert_eq!(idle_writes, 0, "store writes by an idle holder in 6 s");
+    let ahead = s.mark(3, 0).saturating_sub(now_ms());
+    assert!(ahead > 30_000, "the idle mark is {ahead} ms ahead");
+    let more = a.take(300).await.unwrap();
+
+    let mut b = s.start(&args).await;
+    wait_waiting(&s, 3, 1).await;
+    let waited = Instant::now();
+    let down = loop {
+        let ahead = s.mark(3, 0).saturating_sub(now_ms());
+        if ahead <= 2_200 {
+            break waited.elapsed();
+        }
+        assert!(
+            waited.elapsed() < Duration::from_secs(2),
+            "the mark still {ahead} ms ahead {:?} after a contender started waiting",
+            waited.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    eprintln!("idle: {idle_writes} writes in 6 s; mark down to the short horizon {down:?} after the waiter queued");
+    let last = a.take(300).await.unwrap();
+    let killed = Instant::now();
+    a.signal(Signal::SIGKILL);
+    b.wait_ready(Duration::from_secs(20)).await;
+    let took = killed.elapsed();
+    // Expiry 3 s + horizon 2 s + 1 s, and 2 s of slack for a loaded machine.
+    assert!(
+        took < Duration::from_secs(8),
+        "the successor served after {took:?}"
+    );
+    let after = b.take(300).await.unwrap();
+    let issued = [before, more, last].concat();
+    let highest = issued.iter().map(|id| ts(*id)).max().unwrap();
+    assert!(after.iter().all(|id| ts(*id) > highest));
+    assert_unique(&[issued, after].concat());
+    b.stop_ok().await;
 }
 
 /// Three instances for a pool of two: two hold distinct slots, the third is not ready, says
@@ -254,11 +341,15 @@ async fn a_partitioned_holder_stops_and_its_successor_takes_over<S: Store>() {
         "6",
         s.expiry_flag(),
         "2s",
+        "--idle-horizon",
+        "30s",
     ];
     let a = s.start_at(&via, &args).await;
     a.wait_ready(Duration::from_secs(15)).await;
     let b = s.start(&args).await;
-    let (mut ids, _) = hammer(&a, Instant::now() + Duration::from_millis(300)).await;
+    // The successor waits, and the holder's mark comes down to its horizon within a second.
+    wait_waiting(&s, 6, 1).await;
+    let (mut ids, _) = hammer(&a, Instant::now() + Duration::from_millis(1_500)).await;
     let cut = Instant::now();
     let cut_ms = now_ms();
     proxy.blackhole(true);
@@ -423,6 +514,10 @@ macro_rules! store_faults {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn a_frozen_holder_never_duplicates_its_successor() {
                 super::a_frozen_holder_never_duplicates_its_successor::<$s>().await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn an_idle_holder_writes_seldom_and_a_waiter_brings_its_mark_down() {
+                super::an_idle_holder_writes_seldom_and_a_waiter_brings_its_mark_down::<$s>().await
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn mismatched_pool_parameters_are_refused() {

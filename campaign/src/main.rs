@@ -77,6 +77,10 @@ pub struct Args {
     /// not the session, is what fences a cut-off holder).
     #[arg(long, default_value = "4s", value_parser = humantime::parse_duration)]
     lease_horizon: Duration,
+    /// The sidecars' --idle-horizon (idcar's default): how far ahead a mark reaches while no one
+    /// waits for a slot.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    idle_horizon: Duration,
     /// The sidecars' --renew-interval.
     #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
     renew_interval: Duration,
@@ -258,7 +262,11 @@ fn run(args: Args) -> Result<bool> {
         "campaign: {} faults injected; all healed; checking liveness",
         nem.done.len()
     );
-    let settle = args.zk_session_timeout + args.lease_horizon + Duration::from_secs(1);
+    // A holder lost with its mark at the idle horizon (no one waited) may hold its slot's
+    // successor that long: the documented worst case.
+    let settle = args.zk_session_timeout
+        + args.lease_horizon.max(args.idle_horizon)
+        + Duration::from_secs(1);
     let liveness = if result.is_ok() && healed.is_ok() && !INTERRUPTED.load(Ordering::SeqCst) {
         Some(report::liveness(&mut cl, &mut nem, &spec, holders, settle))
     } else {
@@ -424,6 +432,8 @@ fn serve_args(args: &Args, connect: &str, cluster: u8) -> Vec<String> {
         &expiry,
         "--lease-horizon",
         &secs(args.lease_horizon),
+        "--idle-horizon",
+        &secs(args.idle_horizon),
         "--renew-interval",
         &secs(args.renew_interval),
         "--shutdown-grace",

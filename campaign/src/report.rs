@@ -145,6 +145,7 @@ struct Report<'a> {
     duration_s: f64,
     zk_session_timeout_ms: u128,
     lease_horizon_ms: u128,
+    idle_horizon_ms: u128,
     renew_interval_ms: u128,
     faults_by_kind: BTreeMap<String, usize>,
     requests: Requests,
@@ -208,6 +209,7 @@ impl Run<'_> {
             medallion_base: 0x100_0000_0000,
             session_timeout_ns: a.zk_session_timeout.as_nanos() as u64,
             horizon_ns: a.lease_horizon.as_nanos() as u64,
+            idle_horizon_ns: a.idle_horizon.as_nanos() as u64,
             faults_end_ns: self.faults_end_ns,
             other: Some(check::Other {
                 layout: self.other.layout.as_ref(),
@@ -249,6 +251,7 @@ impl Run<'_> {
             duration_s: (end_ns.saturating_sub(self.started_ns)) as f64 / 1e9,
             zk_session_timeout_ms: a.zk_session_timeout.as_millis(),
             lease_horizon_ms: a.lease_horizon.as_millis(),
+            idle_horizon_ms: a.idle_horizon.as_millis(),
             renew_interval_ms: a.renew_interval.as_millis(),
             faults_by_kind: nem.done.iter().fold(BTreeMap::new(), |mut m, f| {
                 *m.entry(f.kind.name().to_string()).or_default() += 1;
@@ -389,7 +392,7 @@ fn summary(r: &Report) -> String {
     let v = r.verdict_detail;
     let mut t = format!(
         "\n== idcar fault campaign: {} ==\nstore {:?}  seed {}  layout {}  sidecars {}  pool {}  planted bug {}\n\
-         duration {:.1} s  session timeout (etcd: TTL) {} ms  horizon {} ms  renew {} ms\n",
+         duration {:.1} s  session timeout (etcd: TTL) {} ms  horizon {} ms (idle {} ms)  renew {} ms\n",
         r.verdict.to_uppercase(),
         r.store,
         r.seed,
@@ -400,6 +403,7 @@ fn summary(r: &Report) -> String {
         r.duration_s,
         r.zk_session_timeout_ms,
         r.lease_horizon_ms,
+        r.idle_horizon_ms,
         r.renew_interval_ms
     );
     let faults: Vec<String> = r

@@ -146,6 +146,14 @@ fn ordinal_slot(
 
 pub(super) const HOUR: Duration = Duration::from_secs(3600);
 
+/// `--max-clock-wait`, or its default: 10 s in static mode; with a store, 70 s (a crashed
+/// holder's mark may be the idle horizon ahead, and start-up must be able to wait it out).
+fn max_clock_wait(a: &ServeArgs) -> Duration {
+    let store = a.zk.is_some() || a.etcd.is_some();
+    a.max_clock_wait
+        .unwrap_or(Duration::from_secs(if store { 70 } else { 10 }))
+}
+
 /// `--lease-horizon`, or its default for the mode: 3 s in static mode; with `--zk`, the
 /// session timeout (with `--etcd`, the etcd lease's TTL) less a second, within 3-5 s (a successor waits for the session to expire
 /// anyway, so a horizon below it costs no wait, and a longer one rides out longer stalls of
@@ -162,17 +170,37 @@ fn lease_horizon(a: &ServeArgs) -> Duration {
         expiry
             .saturating_sub(Duration::from_secs(1))
             .clamp(STATIC, Duration::from_secs(5))
-            .min(a.max_clock_wait.max(STATIC))
+            .min(max_clock_wait(a).max(STATIC))
     })
+}
+
+/// `--idle-horizon`, or its default: with a store, 60 s, within the horizon and
+/// `--max-clock-wait` (a setting that was valid before it existed stays valid); in static mode
+/// the horizon itself (no one ever waits for a static slot, and a restart waits out its mark).
+fn idle_horizon(a: &ServeArgs, horizon: Duration) -> Result<Duration, UsageError> {
+    if a.zk.is_none() && a.etcd.is_none() {
+        if a.idle_horizon.is_some() {
+            return usage(
+                "--idle-horizon needs --zk or --etcd (a static slot's mark follows \
+                 --lease-horizon: a restart waits it out)",
+            );
+        }
+        return Ok(horizon);
+    }
+    Ok(a.idle_horizon
+        .unwrap_or_else(|| Duration::from_secs(60).min(max_clock_wait(a)).max(horizon)))
 }
 
 /// Every duration at most an hour; the lease's timings consistent with each other.
 pub(super) fn timings(a: &ServeArgs) -> Result<Timing, UsageError> {
     let horizon = lease_horizon(a);
+    let idle = idle_horizon(a, horizon)?;
+    let max_clock_wait = max_clock_wait(a);
     for (flag, d) in [
         ("--lease-horizon", horizon),
+        ("--idle-horizon", idle),
         ("--renew-interval", a.renew_interval),
-        ("--max-clock-wait", a.max_clock_wait),
+        ("--max-clock-wait", max_clock_wait),
         ("--request-timeout", a.request_timeout),
         ("--idle-timeout", a.idle_timeout),
         ("--admin-timeout", a.admin_timeout),
@@ -192,18 +220,28 @@ pub(super) fn timings(a: &ServeArgs) -> Result<Timing, UsageError> {
             a.renew_interval
         ));
     }
-    if a.max_clock_wait < horizon {
+    if idle < horizon {
         return usage(format!(
-            "--max-clock-wait ({:?}) must be at least --lease-horizon ({horizon:?}): after a \
-             crash the stored mark is up to one horizon ahead, and start-up must be able to wait \
-             it out",
-            a.max_clock_wait
+            "--idle-horizon ({idle:?}) must be at least --lease-horizon ({horizon:?})"
+        ));
+    }
+    if max_clock_wait < idle {
+        let which = if idle > horizon {
+            "--idle-horizon"
+        } else {
+            "--lease-horizon"
+        };
+        return usage(format!(
+            "--max-clock-wait ({max_clock_wait:?}) must be at least {which} ({idle:?}): after a \
+             crash the stored mark is up to that far ahead, and start-up must be able to wait \
+             it out"
         ));
     }
     Ok(Timing {
         horizon,
+        idle_horizon: idle,
         renew_every: a.renew_interval,
-        max_clock_wait: a.max_clock_wait,
+        max_clock_wait,
         starve: starve(a),
     })
 }

@@ -216,7 +216,8 @@ async fn maintain(
     loop {
         let mut claim = Claim::new(&p, cfg.slot, stored);
         claim.raise_floor(written);
-        match protocol::hold(&p, &store, claim, &mut stop, &mut generation).await {
+        let mut demand = protocol::Demand::none();
+        match protocol::hold(&p, &store, claim, &mut stop, &mut generation, &mut demand).await {
             Outcome::Released | Outcome::Abandoned => return Ok(()),
             Outcome::ReleaseFailed(e) => {
                 return Err(LeaseError::StateFile {
@@ -269,6 +270,7 @@ mod tests {
             slot: 0,
             timing: Timing {
                 horizon: Duration::from_secs(3),
+                idle_horizon: Duration::from_secs(3),
                 renew_every: Duration::from_secs(1),
                 max_clock_wait: wait,
                 starve: Duration::ZERO,

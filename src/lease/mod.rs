@@ -205,8 +205,12 @@ impl Leases {
 /// The timings of a lease.
 #[derive(Clone, Copy, Debug)]
 pub struct Timing {
-    /// How far ahead of the clock each written mark reaches.
+    /// How far ahead of the clock the generator's window reaches, and the mark while someone
+    /// waits for a slot (`--lease-horizon`).
     pub horizon: Duration,
+    /// How far ahead of the clock the mark reaches while no one waits (`--idle-horizon`; at or
+    /// below `horizon`, the mark always follows the window).
+    pub idle_horizon: Duration,
     /// How often the mark is pushed forward.
     pub renew_every: Duration,
     /// How long to wait for the clock to pass a claimed slot's mark before giving up.

@@ -85,6 +85,7 @@ mod tests {
     fn pace(horizon_ms: u64, every_ms: u64) -> Pace {
         Pace::new(Timing {
             horizon: Duration::from_millis(horizon_ms),
+            idle_horizon: Duration::from_millis(horizon_ms),
             renew_every: Duration::from_millis(every_ms),
             max_clock_wait: Duration::from_secs(10),
             starve: Duration::ZERO,

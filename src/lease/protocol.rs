@@ -18,26 +18,30 @@
 //!    holder wrote in between, and every later write of the older holder fails — it stops at
 //!    once ([`Outcome::Stolen`]). A window `(floor, mark]` is published on the `watch` channel
 //!    only after a write of `mark` succeeded; a store error never publishes one.
-//! 4. **Renew, never lower** ([`next_mark`]: `max(mark, now + horizon)`), since the clock may
-//!    have stepped back; renewals are timed by [`Pace`] from what is left of the mark and how
-//!    long renewals take lately, so a starved node renews earlier instead of lapsing.
+//! 4. **Renew, never below the window** ([`horizon`]): the generator's window moves
+//!    `--lease-horizon` past the clock each interval, never back (the clock may step back), and
+//!    never past the mark stored nor any mark write still unanswered; the mark is written ahead
+//!    of it — far ahead while no one waits for a slot (few writes), down to the window when
+//!    someone does (a compare-and-set like any other: every value written is at or above every
+//!    tick issued). Passes are timed by [`Pace`] from what is left of the window and how long
+//!    they take lately, so a starved node renews earlier instead of lapsing.
 //! 5. **A lost reply** may have been applied: [`MarkStore::own_write`] recognises it only when
 //!    the mark holds a value we tried *with this claim's token* (random per claim, written
 //!    beside the ticks); a foreign write never carries it. Carrying on never lowers the mark
 //!    ([`recovered`]).
-//! 6. **A lowered mark**: a write that fails while the slot is still ours, with the stored
-//!    mark below ours (lowered or deleted by someone else: an operator, a script, a store
+//! 6. **A lowered mark**: a write that fails, or a watch of the mark that fires
+//!    ([`MarkStore::changed`]), while the slot is still ours, with the stored mark below ours (lowered or deleted by someone else: an operator, a script, a store
 //!    restored from a snapshot), writes the mark back up before anything else
 //!    ([`MarkStore::recheck`], [`restore`]), so no successor reads it as its floor. A claim
 //!    made in a pool whose identity is gone (its parameters deleted or recreated) stops at
 //!    once ([`Outcome::PoolReplaced`]); every write is conditional on that identity.
-//! 7. **Lapse**: unrenewed, the published mark stays in force and the generator stops at it;
+//! 7. **Lapse**: with the mark unrenewed, the window stops at it and so does the generator;
 //!    when it runs out the lease says so at that moment ([`or_lapse`]), counted once.
 //! 8. **Release** ([`release`]): the mark is written down to the highest tick issued, never
 //!    below the floor ([`mark_down`]), and the claim let go — one atomic write where the
 //!    store can — so a successor waits almost nothing. A release that does not know the
 //!    highest tick issued (the owner's handle dropped: [`Interrupted::Abandoned`]) writes the
-//!    mark last written again, never the floor, and lets the slot go ([`abandon`]).
+//!    window last published, never the floor, and lets the slot go ([`abandon`]).
 //!
 //! Facts kept elsewhere that the invariant relies on:
 //!
@@ -55,12 +59,11 @@
 pub use super::store::{Claim, MarkStore, Recheck, StoreError, Stored};
 pub use super::Timing;
 
-use super::pace::Pace;
 use super::planted::PlantedBug;
 use super::stop::Stop;
 use super::Window;
 use std::future::Future;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 impl<V: Copy> Claim<V> {
     /// A claim on `slot` whose mark was read as `stored`.
@@ -70,6 +73,7 @@ impl<V: Copy> Claim<V> {
             slot,
             floor,
             mark: floor,
+            window: floor,
             version: stored.version,
             token: rand::random(),
         }
@@ -89,8 +93,8 @@ pub enum Outcome {
     Abandoned,
     /// Another writer changed the mark or the claim vanished: issuing stopped at once, the
     /// loss is counted and the slot given back; claim again — a new claim of this `slot`
-    /// starts above `mark`, the highest mark this holder wrote ([`Claim::raise_floor`]),
-    /// whatever the other writer left in the store.
+    /// starts above `mark`, the highest tick this holder may have issued (its window,
+    /// [`Claim::raise_floor`]), whatever the other writer left in the store.
     Stolen { slot: u32, mark: u64 },
     /// The store's session ended. `holding`: a window was in force when it went; `refused`:
     /// the store refused us ([`StoreError::Refused`]).
@@ -126,190 +130,35 @@ fn stored_mark(p: &Protocol, mark: u64, horizon: u64) -> u64 {
     }
 }
 
-/// The next mark to write: never below the one written, `horizon` ticks past now.
-pub fn next_mark<V>(claim: &Claim<V>, now_tick: u64, horizon: u64) -> u64 {
-    claim.mark.max(now_tick.saturating_add(horizon))
-}
-
 /// Carrying on after [`MarkStore::own_write`] found our earlier write of `value` at
-/// `version`: the claim to write from, and the mark to write now — never below `value` (that
-/// write may have been for a later time than `want` if the clock stepped back in between).
-pub fn recovered<V: Copy>(claim: &Claim<V>, version: V, value: u64, want: u64) -> (Claim<V>, u64) {
-    let claim = Claim {
-        mark: claim.mark.max(value),
+/// `version`: the claim as the store holds it now (the caller decides what to write next, never
+/// below the window).
+pub fn recovered<V: Copy>(claim: &Claim<V>, version: V, value: u64) -> Claim<V> {
+    Claim {
+        mark: value,
         version,
         ..*claim
-    };
-    (claim, want.max(claim.mark))
+    }
 }
 
 /// Holds `claim`: waits for the clock to pass its floor, writes the first mark, publishes the
-/// window, renews it until the lease is lost, the store's session ends or the release is
-/// asked for. `generation` is bumped at each window published for a new claim.
+/// window, keeps it moving and the mark above it (see [`horizon`]) until the lease is lost, the
+/// store's session ends or the release is asked for. `generation` is bumped at each window
+/// published for a new claim; `demand` says whether anyone waits for a slot of the pool.
 pub async fn hold<S: MarkStore>(
     p: &Protocol,
     store: &S,
-    mut claim: Claim<S::Version>,
+    claim: Claim<S::Version>,
     stop: &mut Stop,
     generation: &mut u64,
+    demand: &mut Demand,
 ) -> Outcome {
     if let Some(end) = wait_past_floor(p, store, &claim, stop).await {
         return end;
     }
-    let horizon = p.scheme.ticks_in(p.timing.horizon);
-    let mut next = Duration::ZERO;
-    let mut pace = Pace::new(p.timing);
-    let mut published = false;
-    // Set once the mark ran out unrenewed (counted as an `unreachable` loss, once).
-    let mut lapsed = false;
-    // Marks written with no reply (the write may have been applied): our own if seen.
-    let mut unconfirmed: Vec<u64> = Vec::new();
-    loop {
-        let due = Instant::now() + next;
-        if let Err(i) = stop.sleep(next).await {
-            let holding = published && !lapsed;
-            return interrupted(p, store, &claim, i, holding, &unconfirmed).await;
-        }
-        let mut want = next_mark(&claim, p.now_tick(), horizon);
-        let t = Instant::now();
-        let mut stored = stored_mark(p, want, horizon);
-        starve(p).await;
-        let runs_out = (published && !lapsed).then(|| p.wait_past(claim.mark));
-        let mut written = or_lapse(store.write(&claim, stored), runs_out, || {
-            lapse(p, store, &claim, &mut lapsed)
-        })
-        .await;
-        if matches!(written, Err(StoreError::Conflict(_))) && !unconfirmed.is_empty() {
-            // An earlier write whose reply was lost may have gone through: if it carries this
-            // claim's token, carry on from there (never below it).
-            if let Some((version, value)) = store.own_write(&claim, &unconfirmed).await {
-                tracing::info!(mark = value, "an earlier mark write had gone through");
-                (claim, want) = recovered(&claim, version, value, want);
-                stored = stored_mark(p, want, horizon);
-                written = store.write(&claim, stored).await;
-            }
-        }
-        let holding = published && !lapsed;
-        next = match written {
-            Ok(version) => {
-                p.metrics
-                    .lease
-                    .renewal_seconds
-                    .observe(t.elapsed().as_secs_f64());
-                let took = due.elapsed();
-                if holding {
-                    if p.now_tick() > claim.mark {
-                        // The write outlived the mark without `or_lapse` seeing it (a store
-                        // that completes on its first poll, such as the state file).
-                        lapse(p, store, &claim, &mut lapsed);
-                    } else {
-                        pace.record(&p.metrics, p.wait_past(claim.mark), took);
-                    }
-                }
-                claim.mark = want;
-                claim.version = version;
-                publish(p, &claim, &mut published, &mut lapsed, generation);
-                unconfirmed.clear();
-                pace.next(took, p.wait_past(claim.mark))
-            }
-            Err(e @ (StoreError::SessionGone(_) | StoreError::Refused(_))) => {
-                return session_gone(&e, "renewing", holding);
-            }
-            Err(StoreError::Conflict(e)) => {
-                match after_conflict(p, store, &mut claim, &e, holding, &mut lapsed).await {
-                    Ok(wait) => wait,
-                    Err(end) => return end,
-                }
-            }
-            Err(StoreError::Unavailable(e)) => {
-                // Unreachable or slow: the mark already written stays in force. The write
-                // may still have been applied.
-                unconfirmed.push(stored);
-                p.metrics.lease.renewals.with_label_values(&["error"]).inc();
-                tracing::warn!(
-                    error = %e,
-                    mark = claim.mark,
-                    attempted = want,
-                    "could not renew the time mark"
-                );
-                if holding && p.now_tick() > claim.mark {
-                    lapse(p, store, &claim, &mut lapsed);
-                }
-                retry_wait(p)
-            }
-        };
-    }
-}
-
-/// The store's session ended (or it refused us) while `during`: how the hold ends.
-fn session_gone(e: &StoreError, during: &str, holding: bool) -> Outcome {
-    Outcome::SessionGone {
-        reason: format!("{during}: {e}"),
-        holding,
-        refused: matches!(e, StoreError::Refused(_)),
-    }
-}
-
-/// How soon a failed write is tried again.
-fn retry_wait(p: &Protocol) -> Duration {
-    (p.timing.renew_every / 4).max(Duration::from_millis(50))
-}
-
-/// A write failed on its compare-and-set (`e`): whether the slot is still ours, and what its
-/// mark is now, decide. The wait before the next write, or how the hold ends. `holding`: a
-/// window is in force.
-async fn after_conflict<S: MarkStore>(
-    p: &Protocol,
-    store: &S,
-    claim: &mut Claim<S::Version>,
-    e: &str,
-    holding: bool,
-    lapsed: &mut bool,
-) -> Result<Duration, Outcome> {
-    match store.recheck(claim).await {
-        Ok(Recheck::Ours(now))
-            if now.mark <= claim.mark && p.planted() != PlantedBug::NoWriteBack =>
-        {
-            // The slot is still ours and its mark was lowered or deleted by someone else:
-            // write it back up before anything else, so that no successor ever reads it as
-            // its floor. The window in force stays (it is below it). Someone who keeps
-            // lowering it is answered at most every 50 ms.
-            restore(p, store, claim, now.mark);
-            claim.version = now.version;
-            Ok(Duration::from_millis(50))
-        }
-        Ok(Recheck::PoolReplaced(why)) => Err(replaced(p, store, claim, &why)),
-        Err(gone @ (StoreError::SessionGone(_) | StoreError::Refused(_))) => {
-            Err(session_gone(&gone, "rechecking the slot", holding))
-        }
-        Err(why) => {
-            // Cannot tell whose the slot is now: keep it (giving it back could hand a lowered
-            // mark on), stop at the mark in force, and look again soon.
-            p.metrics.lease.renewals.with_label_values(&["error"]).inc();
-            tracing::warn!(error = %why, mark = claim.mark, "a mark write failed and the slot could not be rechecked");
-            if holding && p.now_tick() > claim.mark {
-                lapse(p, store, claim, lapsed);
-            }
-            Ok(retry_wait(p))
-        }
-        Ok(Recheck::Gone | Recheck::Ours(_)) => {
-            stolen(p, store, claim, e).await;
-            Err(Outcome::Stolen {
-                slot: claim.slot,
-                mark: claim.mark,
-            })
-        }
-    }
-}
-
-/// The testing aid `--starve-renewals` (fault-injection builds): holds a mark write back
-/// after the mark to write was chosen, as a starved renewal path would. The rest of the
-/// lease's thread (the store's connection, its pings) runs on meanwhile.
-async fn starve(p: &Protocol) {
-    let d = p.starve();
-    if !d.is_zero() {
-        tokio::time::sleep(d).await;
-    }
+    holder::Holder::new(p, store, claim, generation)
+        .run(stop, demand)
+        .await
 }
 
 /// Awaits `write`; if `runs_out` (when given) passes first, calls `on_lapse` at that moment
@@ -355,7 +204,7 @@ fn lapse<S: MarkStore>(p: &Protocol, store: &S, claim: &Claim<S::Version>, lapse
     ));
 }
 
-/// Publishes the window after a successful mark write (a new generation the first time).
+/// Publishes the claim's window (a new generation the first time, after its first write).
 fn publish<V>(
     p: &Protocol,
     claim: &Claim<V>,
@@ -363,7 +212,6 @@ fn publish<V>(
     lapsed: &mut bool,
     generation: &mut u64,
 ) {
-    p.metrics.lease.renewals.with_label_values(&["ok"]).inc();
     if !*published || *lapsed {
         if !*published {
             *generation += 1;
@@ -374,13 +222,14 @@ fn publish<V>(
             slot = claim.slot,
             floor = claim.floor,
             mark = claim.mark,
+            window = claim.window,
             "lease held"
         );
     }
     p.held(Window {
         slot: claim.slot,
         floor: claim.floor,
-        mark: claim.mark,
+        mark: claim.window,
         generation: *generation,
     });
 }
@@ -435,10 +284,13 @@ async fn stolen<S: MarkStore>(p: &Protocol, store: &S, claim: &Claim<S::Version>
 }
 
 mod context;
+mod holder;
+pub mod horizon;
 mod release;
 mod wait;
 
 pub use context::Protocol;
+pub use horizon::{Demand, Horizons};
 use release::interrupted;
 pub use release::{mark_down, release};
 use wait::wait_past_floor;

@@ -78,6 +78,18 @@ pub trait MarkStore: Send + Sync {
     /// After a loss: lets go of the slot if the claim is still ours (no mark is written).
     fn give_back(&self, slot: u32) -> impl Future<Output = ()> + Send;
 
+    /// Resolves when the slot's mark may no longer be at `version` — written or deleted by
+    /// someone else, or by a write of ours — so that a holder that writes seldom still writes
+    /// a lowered mark back at once. A store without a watch never resolves (its holders find
+    /// out at their next write); a spurious resolution costs one [`MarkStore::recheck`].
+    fn changed(
+        &self,
+        _slot: u32,
+        _version: Self::Version,
+    ) -> impl Future<Output = ()> + Send + 'static {
+        std::future::pending()
+    }
+
     /// After a compare-and-set failed: whether the pool this claim was made in is still the
     /// one recorded, whether the claim is still ours, and the mark as stored now. The
     /// protocol decides what follows.
@@ -106,8 +118,12 @@ pub struct Claim<V> {
     pub slot: u32,
     /// The mark read when the slot was claimed: this holder issues only ticks above it.
     pub floor: u64,
-    /// The mark last written by this holder (the floor until the first write).
+    /// The mark as stored by this holder's last write (the floor until the first write).
     pub mark: u64,
+    /// The highest tick the generator may use under this claim (the window last published;
+    /// the floor until the first): every tick issued is at or below it, and it never passes
+    /// `mark`.
+    pub window: u64,
     /// The mark's version after this holder's last write (or as read at the claim).
     pub version: V,
     /// Random per claim, written with every mark: how [`MarkStore::own_write`] knows ours.
@@ -120,6 +136,7 @@ impl<V> Claim<V> {
     pub fn raise_floor(&mut self, at_least: u64) {
         self.floor = self.floor.max(at_least);
         self.mark = self.mark.max(self.floor);
+        self.window = self.window.max(self.floor);
     }
 
     /// The token as stores write it: 16 hex digits.

@@ -399,6 +399,7 @@ pub fn serve_args(endpoints: &str, extra: &[&str]) -> Vec<String> {
             v.push(value.to_string());
         }
     }
+    super::idle_like_horizon(extra, &mut v);
     v.extend(extra.iter().map(|s| s.to_string()));
     v
 }

@@ -16,6 +16,21 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_idcar");
 
+/// Adds `--idle-horizon` equal to the test's `--lease-horizon` (the harnesses' 2 s unless
+/// given) unless `extra` sets one: the mark then follows the window, renewed every interval as
+/// while someone waits for a slot — most tests are about renewals.
+pub fn idle_like_horizon(extra: &[&str], v: &mut Vec<String>) {
+    if !extra.contains(&"--idle-horizon") {
+        let horizon = extra
+            .iter()
+            .position(|f| *f == "--lease-horizon")
+            .and_then(|i| extra.get(i + 1))
+            .unwrap_or(&"2s");
+        v.push("--idle-horizon".into());
+        v.push(horizon.to_string());
+    }
+}
+
 pub fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)

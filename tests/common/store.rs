@@ -35,6 +35,10 @@ pub trait Store: Sized + Send + Sync + 'static {
     /// the server did; etcd's lease ends only on etcd's word).
     fn frozen_holder(&self) -> (Vec<&'static str>, std::time::Duration);
 
+    /// The store's own count of its writes so far (ZooKeeper's zxid within its epoch, etcd's
+    /// revision): what idcar costs it, counted independently of idcar.
+    fn writes(&self) -> u64;
+
     /// The address of member 0, for a proxy in front of it.
     fn endpoint(&self) -> String;
     /// `idcar serve` against the store at `at` (this store's address, or a proxy's).
@@ -90,13 +94,15 @@ impl Store for Zk {
         Zk::leader(self)
     }
     /// Session 6 s: the server expires the frozen holder after ~6 s; its own client would only
-    /// declare expiry ~8.4 s after it last heard. Horizon 9 s: it resumes at 6.8 s, inside its
-    /// mark.
+    /// declare expiry ~8.4 s after it last heard. Horizon 9 s, idle or not: it resumes at
+    /// 6.8 s, inside its mark.
     fn frozen_holder(&self) -> (Vec<&'static str>, std::time::Duration) {
         let flags = vec![
             "--zk-session-timeout",
             "6s",
             "--lease-horizon",
+            "9s",
+            "--idle-horizon",
             "9s",
             "--renew-interval",
             "300ms",
@@ -104,6 +110,20 @@ impl Store for Zk {
             "20s",
         ];
         (flags, std::time::Duration::from_millis(6_800))
+    }
+    fn writes(&self) -> u64 {
+        use std::io::{Read, Write};
+        let addr = self.connect();
+        let addr = addr.split(',').next().unwrap();
+        let mut c = std::net::TcpStream::connect(addr).unwrap();
+        c.write_all(b"srvr").unwrap();
+        let mut out = String::new();
+        c.read_to_string(&mut out).unwrap();
+        let hex = out
+            .lines()
+            .find_map(|l| l.strip_prefix("Zxid: 0x"))
+            .unwrap_or_else(|| panic!("no zxid in {out:?}"));
+        u64::from_str_radix(hex.trim(), 16).unwrap() & 0xffff_ffff
     }
     fn endpoint(&self) -> String {
         self.connect()
@@ -144,11 +164,18 @@ impl Store for Etcd {
     fn leader(&self) -> Option<usize> {
         Etcd::leader(self)
     }
-    /// The TTL is 2 s and the mark 5 s ahead: resumed as soon as the successor claimed, the
+    /// The TTL is 2 s and the mark 5 s ahead (idle or not): resumed as soon as the successor claimed, the
     /// holder is inside its mark (its keep-alives black-holed, it does not know the lease
     /// expired).
     fn frozen_holder(&self) -> (Vec<&'static str>, std::time::Duration) {
-        let flags = vec!["--lease-horizon", "5s", "--max-clock-wait", "10s"];
+        let flags = vec![
+            "--lease-horizon",
+            "5s",
+            "--idle-horizon",
+            "5s",
+            "--max-clock-wait",
+            "10s",
+        ];
         (flags, std::time::Duration::ZERO)
     }
     /// The member idcar talks to, made the leader: killing the leader then costs idcar an
@@ -163,6 +190,15 @@ impl Store for Etcd {
     fn check_released(&self) {
         let leases = self.etcdctl(0, &["lease", "list"]).unwrap();
         assert!(leases.contains("found 0 leases"), "lease revoked: {leases}");
+    }
+    fn writes(&self) -> u64 {
+        let out = self
+            .etcdctl(0, &["endpoint", "status", "--write-out", "json"])
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        v[0]["Status"]["header"]["revision"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no revision in {out}"))
     }
     fn endpoint(&self) -> String {
         self.endpoints()

@@ -1,7 +1,13 @@
-//! The bounds from docs/zookeeper.md, held to the faults that allow judging them: a holder
-//! cut from the store stops within the horizon; a waiting sidecar takes over a lost holder's
-//! slot within session timeout + horizon + 1 s; holders a fault leaving a quorum does not
-//! touch are measured; a holder no fault touches is never refused and keeps its lease.
+//! The bounds from docs/operations.md, held to the faults that allow judging them: a holder
+//! cut from the store stops at its mark; a waiting sidecar takes over a lost holder's slot
+//! within session timeout + horizon + 1 s; holders a fault leaving a quorum does not touch are
+//! measured; a holder no fault touches is never refused and keeps its lease.
+//!
+//! How far a mark may reach depends on who waited: a holder brings its mark down to the short
+//! horizon within a second of a contender starting to wait, and says so in its log (a `mark`
+//! lease record, `reach` short or idle, at each change). When its last record before a fault
+//! says short, the short horizon bounds it; otherwise the mark may be the idle horizon ahead —
+//! the documented worst case.
 
 use super::holds::{issuing_at, Hold};
 use super::{show, Setup, Verdict, Violation, CUT_STOPS, GAP, STAMP_SLACK_NS, TAKE_OVER};
@@ -66,7 +72,29 @@ impl History<'_> {
             .any(|f| f.touches(s) && f.start_ns <= t && t <= f.end_ns + self.settle)
     }
 
-    /// Check 1: a holder cut from the store stops within the horizon.
+    /// How far ahead of the clock sidecar `s`'s mark may have been at `t`: the short horizon
+    /// if its own records say every slot it held then had its mark written down at it (a
+    /// contender waited), else the idle horizon.
+    fn reach_of(&self, s: usize, t: u64) -> u64 {
+        let setup = self.setup;
+        let mut held = self.holds.iter().filter(|h| {
+            h.sidecar == s
+                && h.from_ns <= t + STAMP_SLACK_NS
+                && h.to_ns.is_none_or(|to| to + STAMP_SLACK_NS >= t)
+        });
+        let mut any = false;
+        let short = held.all(|h| {
+            any = true;
+            !h.idle_at(t)
+        });
+        if any && short {
+            setup.horizon_ns
+        } else {
+            setup.idle_horizon_ns.max(setup.horizon_ns)
+        }
+    }
+
+    /// Check 1: a holder cut from the store stops at its mark.
     fn cut_holders_stop(&self, v: &mut Verdict) {
         let History {
             setup,
@@ -76,13 +104,13 @@ impl History<'_> {
             ..
         } = *self;
         let tick_ns = setup.scheme.tick_ns;
-        // 1. A holder cut from ZooKeeper (partitioned, on a split's minority side, or in an
-        // outage) stops within the horizon.
-        let stop_by = setup.horizon_ns + 2 * tick_ns + STAMP_SLACK_NS;
+        // 1. A holder cut from the store (partitioned, on a split's minority side, or in an
+        // outage) stops at its mark.
         for f in faults
             .iter()
             .filter(|f| matches!(f.kind, Kind::Partition | Kind::Split | Kind::Outage))
         {
+            let stop_by = |s: usize| self.reach_of(s, f.start_ns) + 2 * tick_ns + STAMP_SLACK_NS;
             let cut: Vec<usize> = if f.kind == Kind::Outage {
                 (0..sidecars).collect()
             } else {
@@ -91,31 +119,35 @@ impl History<'_> {
                     .chain(f.minority.iter().copied())
                     .collect()
             };
-            let mut last: Option<u64> = None;
+            // The latest served after the cut, and the bound of the holder that served it.
+            let mut last: Option<(u64, u64)> = None;
             for op in ops.iter().filter(|o| {
                 cut.contains(&o.sidecar)
                     && o.outcome == Outcome::Ok
                     && o.start_ns < f.end_ns
                     && o.start_ns >= f.start_ns
             }) {
-                last = Some(last.map_or(op.end_ns, |l: u64| l.max(op.end_ns)));
-                if op.start_ns > f.start_ns + stop_by {
+                let bound = stop_by(op.sidecar);
+                if last.is_none_or(|(l, _)| op.end_ns > l) {
+                    last = Some((op.end_ns, bound));
+                }
+                if op.start_ns > f.start_ns + bound {
                     v.violations.push(Violation {
-                        check: "bounded: a partitioned holder stops within the horizon",
+                        check: "bounded: a cut-off holder stops at its mark",
                         detail: format!(
-                            "served {:.0} ms into its partition (horizon {:.0} ms): {}",
+                            "served {:.0} ms into its partition (its mark at most {:.0} ms ahead): {}",
                             (op.start_ns - f.start_ns) as f64 / 1e6,
-                            setup.horizon_ns as f64 / 1e6,
+                            (bound - 2 * tick_ns - STAMP_SLACK_NS) as f64 / 1e6,
                             show(op)
                         ),
                     });
                     break;
                 }
             }
-            if let Some(last) = last {
+            if let Some((last, bound)) = last {
                 let e = v.per_kind.get_mut(f.kind.name()).expect("counted");
                 let m = e.measures.entry(CUT_STOPS).or_default();
-                m.add(last.saturating_sub(f.start_ns), Some(stop_by));
+                m.add(last.saturating_sub(f.start_ns), Some(bound));
             }
         }
     }
@@ -133,12 +165,8 @@ impl History<'_> {
         } = *self;
         let tick_ns = setup.scheme.tick_ns;
         // 2. A waiting sidecar takes over within session timeout + horizon + 1 s of a holder's
-        // loss, when no other fault is near.
-        let take_over = setup.session_timeout_ns
-            + setup.horizon_ns
-            + 1_000_000_000
-            + 2 * tick_ns
-            + STAMP_SLACK_NS;
+        // loss, when no other fault is near (the idle horizon if the holder's mark was not
+        // down at the short one by its own records).
         for f in faults.iter().filter(|f| {
             matches!(
                 f.kind,
@@ -146,6 +174,11 @@ impl History<'_> {
             )
         }) {
             let Some(s) = f.sidecar else { continue };
+            let take_over = setup.session_timeout_ns
+                + self.reach_of(s, f.start_ns)
+                + 1_000_000_000
+                + 2 * tick_ns
+                + STAMP_SLACK_NS;
             // Issuing just before the fault (its start is stamped once the fault is in force).
             if !issuing_at(holds, s, f.start_ns.saturating_sub(2 * STAMP_SLACK_NS)) {
                 continue;

@@ -17,6 +17,21 @@ pub struct Hold {
     /// `None`: still issuing when the history ended.
     pub to_ns: Option<u64>,
     pub stopped_because: Option<String>,
+    /// When each mark write that changed how far the mark reaches landed, and whether it
+    /// reached the idle horizon (`true`) or only the short one (the holder's own records).
+    pub reach: Vec<(u64, bool)>,
+}
+
+impl Hold {
+    /// Whether the mark in force at `t` may reach the idle horizon: the holder's last record
+    /// before `t` says so, or it left none.
+    pub fn idle_at(&self, t: u64) -> bool {
+        self.reach
+            .iter()
+            .rev()
+            .find(|(at, _)| *at <= t)
+            .is_none_or(|(_, idle)| *idle)
+    }
 }
 
 /// Reads an incarnation's lease records from its JSON log.
@@ -24,6 +39,8 @@ pub fn holds(inc: &Incarnation) -> Vec<Hold> {
     let text = std::fs::read_to_string(&inc.log).unwrap_or_default();
     let skew = inc.skew_s * 1_000_000_000;
     let mut out: Vec<Hold> = Vec::new();
+    // Mark records logged before their hold's "issuing" one (the first write comes first).
+    let mut early: Vec<(u64, u64, u64, bool)> = Vec::new();
     for line in text.lines() {
         let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
             continue;
@@ -42,16 +59,37 @@ pub fn holds(inc: &Incarnation) -> Vec<Hold> {
         let at = (ts.as_nanos() as i128 - i128::from(skew)).max(0) as u64;
         let num = |k: &str| v.get(k).and_then(|n| n.as_u64()).unwrap_or(0);
         match kind {
-            "issuing" => out.push(Hold {
-                sidecar: inc.sidecar,
-                incarnation: inc.number,
-                slot: num("slot"),
-                floor: num("floor"),
-                generation: num("generation"),
-                from_ns: at,
-                to_ns: None,
-                stopped_because: None,
-            }),
+            "issuing" => {
+                let (slot, generation) = (num("slot"), num("generation"));
+                let reach = early
+                    .iter()
+                    .filter(|e| e.0 == slot && e.1 == generation)
+                    .map(|e| (e.2, e.3))
+                    .collect();
+                out.push(Hold {
+                    sidecar: inc.sidecar,
+                    incarnation: inc.number,
+                    slot,
+                    floor: num("floor"),
+                    generation,
+                    from_ns: at,
+                    to_ns: None,
+                    stopped_because: None,
+                    reach,
+                });
+            }
+            "mark" => {
+                let (slot, generation) = (num("slot"), num("generation"));
+                let idle = v.get("reach").and_then(|r| r.as_str()) != Some("short");
+                match out
+                    .iter_mut()
+                    .rev()
+                    .find(|h| h.to_ns.is_none() && h.slot == slot && h.generation == generation)
+                {
+                    Some(h) => h.reach.push((at, idle)),
+                    None => early.push((slot, generation, at, idle)),
+                }
+            }
             "stopped" => {
                 // The record names the lease it ends (a change from one window straight to
                 // another logs the new one's "issuing" first).

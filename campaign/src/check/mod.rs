@@ -4,9 +4,11 @@
 //! - **attribution**: every ID decodes to the configured cluster and to a slot its sidecar was
 //!   issuing under at that time, above that lease's floor (the sidecar's own lease records:
 //!   its `lease_record` log lines);
-//! - **bounds** (from docs/zookeeper.md): a partitioned holder stops within the horizon; a
-//!   waiting sidecar takes over a lost holder's slot within session timeout + horizon + 1 s; a
-//!   holder no fault touches is never refused while the ensemble has a quorum;
+//! - **bounds** (from docs/operations.md): a holder cut from the store stops at its mark — within
+//!   the horizon when a sidecar had been waiting for a slot (marks come down within a second of
+//!   a waiter's arrival), within the idle horizon otherwise; a waiting sidecar takes over a lost
+//!   holder's slot within session timeout + that horizon + 1 s; a holder no fault touches is
+//!   never refused while the ensemble has a quorum;
 //! - **liveness** at the end: checked by the campaign's closing probe (see `main.rs`).
 //!
 //! This module holds what the checker is given and what it finds; each check is in its own
@@ -38,6 +40,8 @@ pub struct Setup<'a> {
     pub medallion_base: u64,
     pub session_timeout_ns: u64,
     pub horizon_ns: u64,
+    /// The sidecars' --idle-horizon: how far ahead a mark may reach when no one waited.
+    pub idle_horizon_ns: u64,
     /// From here on the campaign was healing and shutting down: not judged for refusals.
     pub faults_end_ns: u64,
     /// The pool's other parameters (the reconfigure fault) and the incarnations (sidecar,
@@ -214,7 +218,14 @@ mod tests {
             from_ns: from,
             to_ns: to,
             stopped_because: None,
+            reach: Vec::new(),
         }
+    }
+
+    /// `h`, its mark written down at the short horizon (a contender waiting) since `at`.
+    fn short_since(mut h: Hold, at: u64) -> Hold {
+        h.reach.push((at, false));
+        h
     }
 
     fn inc(sidecar: usize) -> Incarnation {
@@ -239,6 +250,7 @@ mod tests {
             medallion_base: 0,
             session_timeout_ns: 2 * S,
             horizon_ns: 4 * S,
+            idle_horizon_ns: 30 * S,
             faults_end_ns: T0 + 1_000 * S,
             other: None,
         };
@@ -331,6 +343,7 @@ mod tests {
                 medallion_base: 0,
                 session_timeout_ns: 2 * S,
                 horizon_ns: 4 * S,
+                idle_horizon_ns: 30 * S,
                 faults_end_ns: T0 + 1_000 * S,
                 other: Some(Other {
                     layout: other_layout.as_ref(),
@@ -359,20 +372,35 @@ mod tests {
     }
 
     #[test]
-    fn a_cut_holder_serving_past_the_horizon_is_flagged() {
+    fn a_cut_holder_serving_past_its_mark_is_flagged() {
+        let ms = T0 / MS;
+        let cut = fault(Kind::Partition, 0, T0 + 100 * MS, T0 + 40 * S);
+        // No record of the mark coming down: it may be the idle horizon (30 s) ahead.
         let (mut ops, mut ids, holds) = clean();
-        let cut = fault(Kind::Partition, 0, T0 + 100 * MS, T0 + 8 * S);
-        ids.push(id(T0 / MS + 3_000, 0, 1, 3));
-        ops.push(op(0, T0 + 3 * S, 3, 1, true));
-        assert!(judge(&ops, &ids, &holds, std::slice::from_ref(&cut))
-            .violations
-            .is_empty());
-        ids.push(id(T0 / MS + 5_000, 0, 1, 3));
-        ops.push(op(0, T0 + 5 * S, 4, 1, true));
+        ids.push(id(ms + 5_000, 0, 1, 3));
+        ops.push(op(0, T0 + 5 * S, 3, 1, true));
+        let v = judge(&ops, &ids, &holds, std::slice::from_ref(&cut));
+        assert!(v.violations.is_empty(), "{:?}", checks(&v));
+        let mut late = (ops.clone(), ids.clone());
+        late.1.push(id(ms + 31_000, 0, 1, 3));
+        late.0.push(op(0, T0 + 31 * S, 4, 1, true));
         assert_eq!(
-            checks(&judge(&ops, &ids, &holds, &[cut])),
-            ["bounded: a partitioned holder stops within the horizon"]
+            checks(&judge(&late.0, &late.1, &holds, std::slice::from_ref(&cut))),
+            ["bounded: a cut-off holder stops at its mark"]
         );
+        // Its mark was down at the short horizon (4 s) since before the cut.
+        let mut holds = holds;
+        holds[0] = short_since(holds[0].clone(), T0 - 2 * S);
+        assert_eq!(
+            checks(&judge(&ops, &ids, &holds, std::slice::from_ref(&cut))),
+            ["bounded: a cut-off holder stops at its mark"]
+        );
+        ops.pop();
+        ids.pop();
+        ids.push(id(ms + 3_000, 0, 1, 3));
+        ops.push(op(0, T0 + 3 * S, 3, 1, true));
+        let v = judge(&ops, &ids, &holds, &[cut]);
+        assert!(v.violations.is_empty(), "{:?}", checks(&v));
     }
 
     #[test]
@@ -408,7 +436,11 @@ mod tests {
     fn a_successor_slower_than_the_bound_is_flagged() {
         let ms = T0 / MS;
         // Sidecar 0 holds slot 1 and is killed at T0 + 1 s; sidecar 1 waits, then serves.
-        let holds = vec![hold(0, 1, ms - 5_000, T0 - S, Some(T0 + S))];
+        // Its mark down at the short horizon: a contender waited.
+        let holds = vec![short_since(
+            hold(0, 1, ms - 5_000, T0 - S, Some(T0 + S)),
+            T0 - S,
+        )];
         let kill = fault(Kind::Kill, 0, T0 + S, T0 + 2 * S);
         let late = |after: u64| {
             let ids = vec![id(ms + 1_000, 0, 1, 3), id((T0 + S + after) / MS, 0, 1, 3)];

@@ -60,6 +60,8 @@ pub(super) struct Inner {
     authenticating: tokio::sync::Mutex<()>,
     /// The bound of one call.
     pub(super) timeout: Duration,
+    /// Every watch of this client, on one stream.
+    pub(super) watches: super::watches::Watches,
 }
 
 impl Etcd {
@@ -97,6 +99,7 @@ impl Etcd {
                 token: Mutex::new(None),
                 authenticating: tokio::sync::Mutex::new(()),
                 timeout,
+                watches: Default::default(),
             }),
         };
         if etcd.inner.user.is_some() {
@@ -136,6 +139,18 @@ impl Etcd {
     pub(super) fn request<T>(&self, msg: T) -> tonic::Request<T> {
         let mut r = tonic::Request::new(msg);
         r.set_timeout(self.inner.timeout);
+        r.metadata_mut()
+            .insert("hasleader", MetadataValue::from_static("true"));
+        if let Some(t) = self.token() {
+            r.metadata_mut().insert("token", t);
+        }
+        r
+    }
+
+    /// A request for a stream that lasts as long as it is used (no deadline: etcd keeps a
+    /// watch while its stream is open).
+    pub(super) fn streaming<T>(&self, msg: T) -> tonic::Request<T> {
+        let mut r = tonic::Request::new(msg);
         r.metadata_mut()
             .insert("hasleader", MetadataValue::from_static("true"));
         if let Some(t) = self.token() {

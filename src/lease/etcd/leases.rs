@@ -1,9 +1,8 @@
-//! etcd's lease and watch calls: grant, revoke, keep alive on one stream per lease, and wait
-//! for a change (bounded).
+//! etcd's lease calls: grant, revoke, and keep alive on one stream per lease.
 
 use super::client::{classify, Etcd, EtcdError};
 use idcar_etcd_api::etcdserverpb as rpc;
-use idcar_etcd_api::etcdserverpb::{lease_client::LeaseClient, watch_client::WatchClient};
+use idcar_etcd_api::etcdserverpb::lease_client::LeaseClient;
 use std::time::Duration;
 
 impl Etcd {
@@ -88,50 +87,6 @@ impl Etcd {
                     self.inner.timeout
                 )))
             }
-        }
-    }
-
-    /// Waits until a key in `[key, range_end)` changes after `revision`, or `max` passes, or
-    /// the watch fails (the caller reads again in every case: a watch only saves polling).
-    pub async fn wait_change(&self, key: &[u8], range_end: &[u8], revision: i64, max: Duration) {
-        let create = rpc::WatchRequest {
-            request_union: Some(rpc::watch_request::RequestUnion::CreateRequest(
-                rpc::WatchCreateRequest {
-                    key: key.to_vec(),
-                    range_end: range_end.to_vec(),
-                    start_revision: revision + 1,
-                    ..Default::default()
-                },
-            )),
-        };
-        let (i, ch) = self.pick();
-        // The request stream stays open while we wait: etcd keeps a watch while its stream is.
-        let (tx, rx) = tokio::sync::mpsc::channel(1);
-        let _ = tx.send(create).await;
-        let mut req = self.request(tokio_stream::wrappers::ReceiverStream::new(rx));
-        req.set_timeout(max + self.inner.timeout);
-        let watch = async {
-            let mut s = WatchClient::new(ch).watch(req).await?.into_inner();
-            while let Some(m) = s.message().await? {
-                if m.canceled || !m.events.is_empty() || m.compact_revision != 0 {
-                    return Ok(());
-                }
-            }
-            Ok::<(), tonic::Status>(())
-        };
-        let started = std::time::Instant::now();
-        match tokio::time::timeout(max, watch).await {
-            Ok(Err(s)) if matches!(classify(&s, "", ""), EtcdError::Unavailable(_)) => {
-                self.move_on(i)
-            }
-            _ => {}
-        }
-        drop(tx);
-        // Not a busy loop against an etcd that ends or refuses watches at once: the callers
-        // read again after every return.
-        let min = Duration::from_millis(100);
-        if let Some(rest) = min.checked_sub(started.elapsed()) {
-            tokio::time::sleep(rest).await;
         }
     }
 }

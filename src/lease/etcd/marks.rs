@@ -296,6 +296,20 @@ impl MarkStore for EtcdMarks {
         }
     }
 
+    fn changed(
+        &self,
+        slot: u32,
+        version: i64,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut others = vec![(self.paths.slot(slot), version)];
+        others.extend(
+            self.pool
+                .as_ref()
+                .map(|(key, _, modified)| (key.clone(), *modified)),
+        );
+        super::demand::mark_changed(self.etcd.clone(), self.paths.mark(slot), version, others)
+    }
+
     async fn give_back(&self, slot: u32) {
         self.delete_if_ours(slot).await;
     }

@@ -25,11 +25,13 @@
 
 mod access;
 pub mod client;
+mod demand;
 mod leases;
 mod marks;
 pub mod pool;
 mod session;
 mod slots;
+mod watches;
 
 pub use access::EtcdAccess;
 pub use client::{Etcd, EtcdError};

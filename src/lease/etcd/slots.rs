@@ -122,6 +122,19 @@ impl Session for EtcdSession {
         )
     }
 
+    fn demand(&self, _neg: &Negotiation, tx: tokio::sync::watch::Sender<bool>) -> JoinHandle<()> {
+        let (etcd, paths) = (self.etcd.clone(), self.paths.clone());
+        tokio::spawn(super::demand::follow_demand(etcd, paths, tx))
+    }
+
+    async fn want(&self, _neg: &Negotiation) {
+        self.want_slot().await;
+    }
+
+    async fn unwant(&self, _neg: &Negotiation) {
+        self.unwant_slot().await;
+    }
+
     fn looker(&self, neg: &Negotiation) -> Box<dyn FnMut() -> Look + Send> {
         let (etcd, paths, pool) = (self.etcd.clone(), self.paths.clone(), neg.cfg.pool_size);
         Box::new(move || Box::pin(super::pool::look(etcd.clone(), paths.clone(), pool)))
@@ -314,6 +327,7 @@ impl Session for EtcdSession {
         marks: &EtcdMarks,
         slot: u32,
         owner: &[u8],
+        place: Option<&(String, i64)>,
     ) -> Result<Took<i64>, Fault> {
         let params = self.paths.params();
         let (slot_key, mark_key) = (self.paths.slot(slot), self.paths.mark(slot));
@@ -334,11 +348,15 @@ impl Session for EtcdSession {
         });
         let req = rpc::TxnRequest {
             compare: fence.into_iter().chain(identity).collect(),
-            success: vec![
+            // The queue is left in the same transaction (after the reads: their indices stay).
+            success: [
                 put(&slot_key, owner.to_vec(), self.lease),
                 get(&mark_key),
                 get(&self.paths.witness(slot)),
-            ],
+            ]
+            .into_iter()
+            .chain(place.map(|(me, _)| delete(me)))
+            .collect(),
             failure: vec![get(&params)],
         };
         let r = self.etcd.txn("claiming a slot", req).await?;

@@ -68,6 +68,8 @@ pub(crate) struct Claimant<'a, S: Session> {
     pub session: &'a S,
     pub marks: S::Marks,
     pub history: &'a mut ClaimHistory,
+    /// Whether anyone waits for a slot of the pool (see [`Session::demand`]).
+    pub demand: crate::lease::protocol::Demand,
 }
 
 impl<S: Session> Claimant<'_, S> {
@@ -122,25 +124,35 @@ async fn claim<S: Session>(
     session.tidy(neg, marks).await?;
     let owner = neg.owner(session.owner_id());
     let p = &neg.proto;
+    // Set once this claim said in the store that it waits for a slot (the pool exhausted).
+    let mut wanted = false;
     if neg.cfg.pool_size > PROBE_ABOVE {
-        let result = probe_slot(neg, session, marks, prefer, &owner, history).await;
+        let result = probe_slot(neg, session, marks, prefer, &owner, history, &mut wanted).await;
         p.metrics.set_pool_exhausted(p.part.index, false);
+        if wanted {
+            session.unwant(neg).await;
+        }
         return result;
     }
     let place = session.enqueue(neg, &owner).await?;
     let result = async {
         wait_for_turn(neg, session, &place).await?;
-        take_slot(neg, session, marks, prefer, &owner, &place, history).await
+        let at = (&owner[..], &place);
+        take_slot(neg, session, marks, prefer, at, history, &mut wanted).await
     }
     .await;
     p.metrics.set_pool_exhausted(p.part.index, false);
+    if wanted {
+        session.unwant(neg).await;
+    }
     if result.is_ok() {
         // Before the next of our parts can reach the head: it is a spare from now on.
         p.part.set_holding(true);
+    } else {
+        // Taking the slot left the queue; anything else leaves it now. An entry left behind
+        // by a failed delete is removed at the next claim, or goes with the session.
+        session.leave(neg, &place).await;
     }
-    // Leave the queue whatever happened; an entry left behind by a failed delete is removed
-    // at the next claim, or goes with the session.
-    session.leave(neg, &place).await;
     result
 }
 
@@ -167,9 +179,9 @@ async fn take_slot<S: Session>(
     session: &S,
     marks: &S::Marks,
     prefer: Option<u32>,
-    owner: &[u8],
-    place: &S::Place,
+    (owner, place): (&[u8], &S::Place),
     history: &mut ClaimHistory,
+    wanted: &mut bool,
 ) -> Result<Taken<S::Marks>, Failed> {
     let (p, pool) = (&neg.proto, neg.cfg.pool_size);
     let mut reported = false;
@@ -182,6 +194,7 @@ async fn take_slot<S: Session>(
             if let Exhausted::GiveWay = exhausted(p, pool, &mut reported, queued_as_spare(owner)) {
                 return Err(Failed::GaveWay);
             }
+            want(neg, session, wanted).await;
             wait_exhausted(p, change).await;
             continue;
         }
@@ -196,9 +209,19 @@ async fn take_slot<S: Session>(
             Some(p) => p,
             None => lowest_mark(neg, session, &free).await?,
         };
-        if let Tried::Claimed(c) = try_slot(neg, session, marks, slot, owner, history).await? {
+        let tried = try_slot(neg, session, marks, (slot, owner), Some(place), history).await?;
+        if let Tried::Claimed(c) = tried {
             return Ok(c);
         }
+    }
+}
+
+/// Says in the store, once a claim, that this contender waits for a slot of the exhausted
+/// pool: its holders then bring their marks down to the short horizon, so the slot that frees
+/// first (a holder's crash included) is taken soon after its session ends.
+async fn want<S: Session>(neg: &Negotiation, session: &S, wanted: &mut bool) {
+    if !std::mem::replace(wanted, true) {
+        session.want(neg).await;
     }
 }
 
@@ -211,16 +234,16 @@ enum Tried<S: Session> {
     Skipped,
 }
 
-/// Takes `slot` and reads its mark in one step.
+/// Takes `slot` and reads its mark in one step (leaving the queue at `place` with it).
 async fn try_slot<S: Session>(
     neg: &Negotiation,
     session: &S,
     marks: &S::Marks,
-    slot: u32,
-    owner: &[u8],
+    (slot, owner): (u32, &[u8]),
+    place: Option<&S::Place>,
     history: &mut ClaimHistory,
 ) -> Result<Tried<S>, Fault> {
-    match session.take(neg, marks, slot, owner).await? {
+    match session.take(neg, marks, slot, owner, place).await? {
         Took::Claimed(stored) => Ok(Tried::Claimed((slot, stored))),
         Took::Taken => Ok(Tried::Taken),
         Took::Unreadable(why) => {
@@ -240,6 +263,7 @@ async fn probe_slot<S: Session>(
     prefer: Option<u32>,
     owner: &[u8],
     history: &mut ClaimHistory,
+    wanted: &mut bool,
 ) -> Result<Taken<S::Marks>, Failed> {
     use rand::Rng;
     let (p, pool) = (&neg.proto, neg.cfg.pool_size);
@@ -272,13 +296,14 @@ async fn probe_slot<S: Session>(
                         if let Exhausted::GiveWay = exhausted(p, pool, &mut reported, spare) {
                             return Err(Failed::GaveWay);
                         }
+                        want(neg, session, wanted).await;
                         wait_exhausted(p, change).await;
                         continue;
                     }
                 }
             }
         };
-        match try_slot(neg, session, marks, slot, owner, history).await? {
+        match try_slot(neg, session, marks, (slot, owner), None, history).await? {
             Tried::Claimed(c) => return Ok(c),
             Tried::Taken => misses += 1,
             Tried::Skipped => {}

@@ -121,9 +121,11 @@ pub(crate) async fn serve<S: Session>(
         };
         across.prefer = Some(claim.slot);
         let outcome = {
-            let (p, store) = (slots.proto(), &slots.marks);
+            let (p, store) = (&slots.neg.proto, &slots.marks);
             p.part.set_holding(true);
-            let outcome = protocol::hold(p, store, claim, stop, &mut across.generation).await;
+            let demand = &mut slots.demand;
+            let outcome =
+                protocol::hold(p, store, claim, stop, &mut across.generation, demand).await;
             p.part.set_holding(false);
             outcome
         };

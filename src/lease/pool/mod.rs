@@ -176,6 +176,17 @@ pub(crate) trait Session: Send + Sync + Sized + 'static {
     /// Keeps the pool gauges current until aborted.
     fn gauges(&self, neg: &Negotiation) -> JoinHandle<()>;
 
+    /// Publishes on `tx` whether anyone waits for a slot of the pool ([`Session::want`]), from a
+    /// task of its own (a watch: nothing is read while nothing changes), until aborted.
+    fn demand(&self, neg: &Negotiation, tx: tokio::sync::watch::Sender<bool>) -> JoinHandle<()>;
+
+    /// Says in the store that this session waits for a slot of the exhausted pool (best
+    /// effort), until [`Session::unwant`] or the session's end.
+    fn want(&self, neg: &Negotiation) -> impl Future<Output = ()> + Send;
+
+    /// No longer waits.
+    fn unwant(&self, neg: &Negotiation) -> impl Future<Output = ()> + Send;
+
     /// How to look at the pool, again and again, from a task of its own.
     fn looker(&self, neg: &Negotiation) -> Box<dyn FnMut() -> Look + Send>;
 
@@ -266,12 +277,15 @@ pub(crate) trait Session: Send + Sync + Sized + 'static {
 
     /// Takes `slot` and reads its mark in one step, while the pool is still the one agreed:
     /// **the claim comes before the read** (or with it), so no one else writes the mark read.
+    /// With `place`, the queue is left in the same step when the slot is taken (it stays
+    /// queued otherwise).
     fn take(
         &self,
         neg: &Negotiation,
         marks: &Self::Marks,
         slot: u32,
         owner: &[u8],
+        place: Option<&Self::Place>,
     ) -> impl Future<Output = Result<Took<<Self::Marks as MarkStore>::Version>, Fault>> + Send;
 
     /// Lets `slot` go if this session holds it: whether it went (if not, it goes with the

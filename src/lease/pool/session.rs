@@ -148,6 +148,9 @@ async fn serve<S: Store>(
     });
     // One follower of the pool per instance: its first lease's.
     let gauges = (p.part.index == 0).then(|| session.gauges(neg));
+    // Whether anyone waits for a slot: holders keep their marks short meanwhile.
+    let (waiting, demand) = tokio::sync::watch::channel(false);
+    let waiters = Some(session.demand(neg, waiting));
     let agreed = match session.prepare(neg, &mut l.stop).await {
         Ok(()) => params::agree(neg, &mut session, &mut l.stop, !l.agreed_once).await,
         Err(end) => Err(end),
@@ -162,16 +165,17 @@ async fn serve<S: Store>(
                 session: &session,
                 marks: session.marks(neg, witness),
                 history: &mut l.history,
+                demand: crate::lease::protocol::Demand::new(demand),
             };
             holding::serve(&mut claimant, &mut l.stop, &mut l.across).await
         }
         Err(end) => end,
     };
-    // All three stop at once; only the pool's followers are waited for (they hold a handle of
+    // All stop at once; only the pool's followers are waited for (they hold a handle of
     // the store's client, which closing the session wants to be the last one). Waiting for
     // each in turn would cost every release a round of the runtime's scheduling per task.
     follower.abort();
-    let watchers = [gauges, give_back];
+    let watchers = [gauges, give_back, waiters];
     for task in watchers.iter().flatten() {
         task.abort();
     }

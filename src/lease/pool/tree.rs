@@ -54,6 +54,11 @@ impl Paths {
     pub fn identity(&self, id: &str) -> String {
         format!("{}/identity/{id}", self.base)
     }
+    /// Contenders waiting for a slot of the exhausted pool, one entry each: while any is
+    /// there, holders keep their marks short.
+    pub fn wanted(&self) -> String {
+        format!("{}/wanted", self.base)
+    }
     pub fn slot(&self, n: u32) -> String {
         format!("{}/slots/{n}", self.base)
     }

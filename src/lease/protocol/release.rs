@@ -51,19 +51,19 @@ async fn abandon<S: MarkStore>(
 ) -> Outcome {
     tracing::warn!(
         slot = claim.slot,
-        mark = claim.mark,
-        "released without the highest tick issued: the time mark in force stays"
+        mark = claim.window,
+        "released without the highest tick issued: the mark is written down to the window in force"
     );
     if p.planted() == PlantedBug::AbandonToFloor {
         p.released();
         let _ = store.write_down(claim, claim.floor).await;
         return Outcome::Abandoned;
     }
-    // The mark last written bounds every tick issued: written down to itself, which lowers
-    // nothing of ours and raises a mark someone else lowered.
+    // The window last published bounds every tick issued: written down to it, which lowers
+    // nothing issued and raises a mark someone else lowered.
     let highest = Issued {
         slot: claim.slot,
-        tick: claim.mark,
+        tick: claim.window,
     };
     let _ = release(p, store, claim, Some(highest), unconfirmed).await;
     Outcome::Abandoned
@@ -85,8 +85,9 @@ pub async fn release<S: MarkStore>(
     let mut written = store.write_down(claim, down).await;
     if matches!(written, Err(StoreError::Conflict(_))) && !unconfirmed.is_empty() {
         if let Some((version, value)) = store.own_write(claim, unconfirmed).await {
-            let (claim, _) = recovered(claim, version, value, down);
-            written = store.write_down(&claim, down).await;
+            written = store
+                .write_down(&recovered(claim, version, value), down)
+                .await;
         }
     }
     // The slot still ours and its mark lowered or deleted by someone else: the mark must not

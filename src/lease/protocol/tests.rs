@@ -10,26 +10,24 @@ fn claim(mark: u64) -> Claim<i32> {
         slot: 1,
         floor: 100,
         mark,
+        window: mark,
         version: 3,
         token: 7,
     }
 }
 
 #[test]
-fn recovery_never_lowers_the_mark() {
-    // The lost write was for 9,000 (before the clock stepped back); now we want 4,000.
-    let (after, want) = recovered(&claim(1_000), 4, 9_000, 4_000);
-    assert_eq!((after.mark, after.version, want), (9_000, 4, 9_000));
-    let (_, want) = recovered(&claim(1_000), 4, 2_000, 4_000);
-    assert_eq!(want, 4_000);
-}
-
-#[test]
-fn a_renewal_never_lowers_the_mark() {
-    let c = claim(5_000);
-    assert_eq!(next_mark(&c, 1_000, 3_000), 5_000, "clock stepped back");
-    assert_eq!(next_mark(&c, 4_000, 3_000), 7_000);
-    assert_eq!(next_mark(&c, u64::MAX, 3_000), u64::MAX);
+fn recovery_takes_the_mark_the_store_holds() {
+    // The lost write was for 9,000 (raised) or 2,000 (brought down to the window): the claim
+    // carries on from what the store holds, at that write's version; its window is untouched.
+    let c = Claim {
+        window: 1_500,
+        ..claim(5_000)
+    };
+    let after = recovered(&c, 4, 9_000);
+    assert_eq!((after.mark, after.version, after.window), (9_000, 4, 1_500));
+    let after = recovered(&c, 4, 2_000);
+    assert_eq!((after.mark, after.window), (2_000, 1_500));
 }
 
 #[test]

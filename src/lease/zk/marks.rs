@@ -81,6 +81,30 @@ impl ZkMarks {
         Ok(stored)
     }
 
+    /// Sends the reads of `marks/N` and `witness/N` now (behind whatever this session sent
+    /// before): the floor as [`ZkMarks::read_mark`] reads it, or `None` when either is missing
+    /// or unreadable (read again with [`ZkMarks::read_mark`], which creates and says).
+    pub fn read_sent(
+        &self,
+        slot: u32,
+    ) -> impl std::future::Future<Output = Option<Stored<i32>>> + Send + 'static {
+        let mark = self.client.get_data(&self.paths.mark(slot));
+        let witness = self
+            .witness
+            .then(|| self.client.get_data(&self.paths.witness(slot)));
+        async move {
+            let (data, stat) = mark.await.ok()?;
+            let mut stored = Stored {
+                mark: parse_mark(&data)?,
+                version: stat.version,
+            };
+            if let Some(w) = witness {
+                stored.mark = stored.mark.max(parse_mark(&w.await.ok()?.0)?);
+            }
+            Some(stored)
+        }
+    }
+
     /// Reads `witness/N`, creating it at 0 when missing (an unreadable one counts as 0, said:
     /// the mark still stands).
     async fn read_witness(&self, slot: u32) -> Result<u64, Unreadable> {
@@ -269,6 +293,16 @@ impl MarkStore for ZkMarks {
 
     async fn give_back(&self, slot: u32) {
         self.delete_if_ours(slot).await;
+    }
+
+    fn changed(
+        &self,
+        slot: u32,
+        version: i32,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut others = vec![self.paths.slot(slot)];
+        others.extend(self.pool.as_ref().map(|f| f.params.clone()));
+        super::demand::mark_changed(self.client.clone(), self.paths.mark(slot), version, others)
     }
 
     async fn recheck(&self, claim: &Claim<i32>) -> Result<Recheck<i32>, StoreError> {

@@ -15,6 +15,8 @@
 //! - [`pool`]: pool gauges from watches, and `idcar pool`'s report.
 
 pub(crate) mod access;
+mod demand;
+pub(crate) use demand::say;
 mod diagnose;
 mod marks;
 mod params;

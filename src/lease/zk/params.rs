@@ -99,7 +99,7 @@ pub(crate) async fn join_or_record(
                 Ok(()) | Err(zk::Error::NoNode) => tracing::warn!(
                     old = %other,
                     new = %id,
-                    "the pool's parameters were recorded anew: the holders of its old identity stop at their next mark write"
+                    "the pool's parameters were recorded anew: the holders of its old identity stop (at once: they watch the record)"
                 ),
                 Err(e) => {
                     return Err(context(

@@ -82,7 +82,7 @@ pub(crate) async fn close(client: zk::Client) {
     .await;
 }
 
-/// Creates `queue/`, `slots/`, `marks/`, `witness/` and `identity/` when missing, retrying
+/// Creates `queue/`, `slots/`, `marks/`, `witness/`, `identity/` and `wanted/` when missing, retrying
 /// passing faults.
 pub(crate) async fn make_namespace(
     client: &zk::Client,
@@ -98,6 +98,7 @@ pub(crate) async fn make_namespace(
         paths.marks(),
         paths.witnesses(),
         paths.identities(),
+        paths.wanted(),
     ] {
         loop {
             match client.mkdir(&path, &dir).await {

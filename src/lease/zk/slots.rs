@@ -110,6 +110,19 @@ impl Session for ZkSession {
         )
     }
 
+    fn demand(&self, _neg: &Negotiation, tx: tokio::sync::watch::Sender<bool>) -> JoinHandle<()> {
+        let (client, paths) = (self.client.clone(), self.paths.clone());
+        tokio::spawn(super::demand::follow_demand(client, paths, tx))
+    }
+
+    async fn want(&self, _neg: &Negotiation) {
+        self.want_slot().await;
+    }
+
+    async fn unwant(&self, _neg: &Negotiation) {
+        self.unwant_slot().await;
+    }
+
     fn looker(&self, neg: &Negotiation) -> Box<dyn FnMut() -> Look + Send> {
         let (client, paths, pool) = (self.client.clone(), self.paths.clone(), neg.cfg.pool_size);
         Box::new(move || Box::pin(super::pool::look(client.clone(), paths.clone(), pool)))
@@ -291,6 +304,7 @@ impl Session for ZkSession {
         marks: &ZkMarks,
         slot: u32,
         owner: &[u8],
+        place: Option<&String>,
     ) -> Result<Took<i32>, Fault> {
         let eph = zk::CreateMode::Ephemeral.with_acls(acls(self.restricted));
         // From here on a failure may leave our node behind: remember the slot as suspect.
@@ -303,7 +317,14 @@ impl Session for ZkSession {
         }
         let create = 1 + usize::from(self.identity.is_some());
         w.add_create(&self.paths.slot(slot), owner, &eph)?;
-        match w.commit().await {
+        if let Some(me) = place {
+            w.add_delete(&format!("{}/{me}", self.paths.queue()), None)?;
+        }
+        // Sent now, and the mark's reads right behind it: ZooKeeper answers a session's
+        // requests in order, so they read what follows the create (one round trip in all).
+        let commit = w.commit();
+        let early = marks.read_sent(slot);
+        match commit.await {
             Ok(_) => {}
             Err(zk::MultiWriteError::OperationFailed {
                 index,
@@ -322,7 +343,11 @@ impl Session for ZkSession {
             }
             Err(e) => return Err(zk::Error::from(e).into()),
         }
-        let read = marks.read_mark(slot).await;
+        let read = match early.await {
+            Some(stored) => Ok(stored),
+            // Missing or unreadable: read again, creating what is missing.
+            None => marks.read_mark(slot).await,
+        };
         if !matches!(read, Err(Unreadable::Zk(_))) {
             self.suspects().remove(&slot);
         }

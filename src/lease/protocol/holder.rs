@@ -1,0 +1,433 @@
+//! The hold loop of [`super::hold`]: one claim's window moved on, its mark written ahead (see
+//! [`super::horizon`]), a foreign change of the mark, the claim or the pool looked at as soon as
+//! the store says so, and every way a hold ends. The invariant it keeps is stated in
+//! [`super`].
+
+use super::horizon::{Demand, Horizons};
+use super::{
+    interrupted, lapse, or_lapse, publish, recovered, replaced, restore, stolen, stored_mark,
+    Claim, MarkStore, Outcome, Protocol, Recheck, StoreError,
+};
+use crate::lease::pace::Pace;
+use crate::lease::planted::PlantedBug;
+use crate::lease::stop::{Interrupted, Stop};
+use std::future::Future;
+use std::pin::Pin;
+use std::time::{Duration, Instant};
+
+/// What woke a holder.
+enum Woke {
+    /// The pass it was waiting for.
+    Due,
+    /// Someone started or stopped waiting for a slot.
+    Demand,
+    /// Someone else may have written the slot's mark (or taken the claim, or replaced the
+    /// pool).
+    Foreign,
+}
+
+/// A watch of the store (see [`MarkStore::changed`]).
+type Watch = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// One claim being held.
+pub(super) struct Holder<'a, S: MarkStore> {
+    p: &'a Protocol,
+    store: &'a S,
+    claim: Claim<S::Version>,
+    generation: &'a mut u64,
+    h: Horizons,
+    pace: Pace,
+    /// A window was published (after the first write).
+    published: bool,
+    /// The window ran out unrenewed (counted as an `unreachable` loss, once).
+    lapsed: bool,
+    /// Marks written with no reply (the write may have been applied): our own if seen.
+    unconfirmed: Vec<u64>,
+    /// The next pass writes the mark whatever the horizon says (a write-back).
+    force: bool,
+    /// What our last confirmed write put in the store (the mark, but for a planted bug).
+    in_store: u64,
+    /// A watch of the mark, the claim and the pool at the version we last wrote.
+    foreign: Option<(S::Version, Watch)>,
+    /// Whether the mark last written reaches beyond the window (no one waited), as logged.
+    beyond: Option<bool>,
+}
+
+impl<'a, S: MarkStore> Holder<'a, S> {
+    pub(super) fn new(
+        p: &'a Protocol,
+        store: &'a S,
+        claim: Claim<S::Version>,
+        generation: &'a mut u64,
+    ) -> Self {
+        Holder {
+            p,
+            store,
+            h: Horizons::new(
+                p.scheme.ticks_in(p.timing.horizon),
+                p.scheme.ticks_in(p.timing.idle_horizon),
+            ),
+            pace: Pace::new(p.timing),
+            published: false,
+            lapsed: false,
+            unconfirmed: Vec::new(),
+            force: false,
+            in_store: claim.mark,
+            foreign: None,
+            beyond: None,
+            claim,
+            generation,
+        }
+    }
+
+    fn holding(&self) -> bool {
+        self.published && !self.lapsed
+    }
+
+    /// Passes until the hold ends: each waits for its time (or the store's word), moves the
+    /// window on, and writes the mark when the horizon says so.
+    pub(super) async fn run(mut self, stop: &mut Stop, demand: &mut Demand) -> Outcome {
+        let mut next = Duration::ZERO;
+        loop {
+            let planned = Instant::now() + next;
+            let woke = match self.wake(stop, demand, next).await {
+                Ok(w) => w,
+                Err(i) => {
+                    let (p, store, holding) = (self.p, self.store, self.holding());
+                    return interrupted(p, store, &self.claim, i, holding, &self.unconfirmed).await;
+                }
+            };
+            let due = planned.min(Instant::now());
+            if let Woke::Foreign = woke {
+                match self.look_again().await {
+                    Ok(None) => {}
+                    Ok(Some(wait)) => {
+                        (self.force, next) = (true, wait);
+                        continue;
+                    }
+                    Err(end) => return end,
+                }
+            }
+            next = match self.pass(due, demand.waiting()).await {
+                Ok(next) => next,
+                Err(end) => return end,
+            };
+        }
+    }
+
+    /// Waits `next`, or for the store's word (someone waits, or the mark changed).
+    async fn wake(
+        &mut self,
+        stop: &mut Stop,
+        demand: &mut Demand,
+        next: Duration,
+    ) -> Result<Woke, Interrupted> {
+        let claim = &self.claim;
+        if self.published
+            && self
+                .foreign
+                .as_ref()
+                .is_none_or(|(v, _)| *v != claim.version)
+        {
+            let watch = self.store.changed(claim.slot, claim.version);
+            self.foreign = Some((claim.version, Box::pin(watch)));
+        }
+        let watch = async {
+            match &mut self.foreign {
+                Some((_, f)) => f.await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            r = stop.sleep(next) => r.map(|()| Woke::Due),
+            () = demand.changed() => Ok(Woke::Demand),
+            () = watch => Ok(Woke::Foreign),
+        }
+    }
+
+    /// The watch fired: our own write whose reply was lost, or someone else's change — looked
+    /// at again. `None`: carry on; a wait before the write-back; or how the hold ends.
+    async fn look_again(&mut self) -> Result<Option<Duration>, Outcome> {
+        self.foreign = None;
+        if !self.unconfirmed.is_empty() {
+            // The change may be our own write whose reply was lost.
+            if let Some((version, value)) =
+                self.store.own_write(&self.claim, &self.unconfirmed).await
+            {
+                tracing::info!(mark = value, "an earlier mark write had gone through");
+                self.claim = recovered(&self.claim, version, value);
+                (self.in_store, self.force) = (value, true);
+                self.unconfirmed.clear();
+            }
+        }
+        let holding = self.holding();
+        let (p, store) = (self.p, self.store);
+        look_again(
+            p,
+            store,
+            &mut self.claim,
+            self.in_store,
+            holding,
+            &mut self.lapsed,
+        )
+        .await
+    }
+
+    /// One pass at `due` (when it was planned, or woken): the window moved on within the mark,
+    /// the mark written if the horizons say so. The wait before the next pass.
+    async fn pass(&mut self, due: Instant, waiting: bool) -> Result<Duration, Outcome> {
+        let p = self.p;
+        let now = p.now_tick();
+        let window = self.h.window(self.claim.window, now);
+        // The window moves first, within the mark stored and every write still unanswered.
+        let ceiling = self
+            .unconfirmed
+            .iter()
+            .copied()
+            .fold(self.claim.mark, u64::min);
+        if self.published && window.min(ceiling) > self.claim.window {
+            if !self.lapsed {
+                self.pace
+                    .record(&p.metrics, p.wait_past(self.claim.window), due.elapsed());
+            }
+            self.claim.window = window.min(ceiling);
+            publish(
+                p,
+                &self.claim,
+                &mut self.published,
+                &mut self.lapsed,
+                self.generation,
+            );
+        }
+        let must = self.force || !self.published;
+        let Some(want) = self.h.to_write(self.claim.mark, window, now, must, waiting) else {
+            return Ok(self
+                .pace
+                .next(due.elapsed(), p.wait_past(self.claim.window)));
+        };
+        self.write(due, window, want, waiting).await
+    }
+
+    /// Writes `want` (never below `window`): the wait before the next pass, or how the hold
+    /// ends.
+    async fn write(
+        &mut self,
+        due: Instant,
+        window: u64,
+        mut want: u64,
+        waiting: bool,
+    ) -> Result<Duration, Outcome> {
+        let (p, store) = (self.p, self.store);
+        let t = Instant::now();
+        let mut stored = stored_mark(p, want, self.h.short);
+        starve(p).await;
+        let runs_out = self.holding().then(|| p.wait_past(self.claim.window));
+        let mut written = or_lapse(store.write(&self.claim, stored), runs_out, || {
+            lapse(p, store, &self.claim, &mut self.lapsed)
+        })
+        .await;
+        if matches!(written, Err(StoreError::Conflict(_))) && !self.unconfirmed.is_empty() {
+            // An earlier write whose reply was lost may have gone through: if it carries this
+            // claim's token, carry on from there (never below the window).
+            if let Some((version, value)) = store.own_write(&self.claim, &self.unconfirmed).await {
+                tracing::info!(mark = value, "an earlier mark write had gone through");
+                self.claim = recovered(&self.claim, version, value);
+                self.unconfirmed.clear();
+                let now = p.now_tick();
+                want = self
+                    .h
+                    .to_write(self.claim.mark, window, now, true, waiting)
+                    .unwrap_or(window);
+                stored = stored_mark(p, want, self.h.short);
+                written = store.write(&self.claim, stored).await;
+            }
+        }
+        let holding = self.holding();
+        match written {
+            Ok(version) => {
+                let m = &p.metrics.lease;
+                m.renewal_seconds.observe(t.elapsed().as_secs_f64());
+                m.renewals.with_label_values(&["ok"]).inc();
+                let took = due.elapsed();
+                let claim = &mut self.claim;
+                if holding && p.now_tick() > claim.window {
+                    // The write outlived the window without `or_lapse` seeing it (a store
+                    // that completes on its first poll, such as the state file).
+                    lapse(p, store, claim, &mut self.lapsed);
+                }
+                if holding && !self.lapsed && claim.window < window {
+                    self.pace
+                        .record(&p.metrics, p.wait_past(claim.window), took);
+                }
+                (claim.mark, claim.version) = (want, version);
+                (self.force, self.in_store) = (false, stored);
+                claim.window = claim.window.max(window.min(want));
+                self.h.draw();
+                publish(
+                    p,
+                    claim,
+                    &mut self.published,
+                    &mut self.lapsed,
+                    self.generation,
+                );
+                self.unconfirmed.clear();
+                let next = self.pace.next(took, p.wait_past(self.claim.window));
+                self.say_reach(want > window);
+                Ok(next)
+            }
+            Err(e @ (StoreError::SessionGone(_) | StoreError::Refused(_))) => {
+                Err(session_gone(&e, "renewing", holding))
+            }
+            Err(StoreError::Conflict(e)) => {
+                let found = store.recheck(&self.claim).await;
+                let lapsed = &mut self.lapsed;
+                let wait = after_conflict(p, store, &mut self.claim, found, &e, holding, lapsed);
+                let wait = wait.await?;
+                self.force = true;
+                Ok(wait)
+            }
+            Err(StoreError::Unavailable(e)) => {
+                // Unreachable or slow: the mark already written stays in force. The write
+                // may still have been applied.
+                self.unconfirmed.push(stored);
+                p.metrics.lease.renewals.with_label_values(&["error"]).inc();
+                tracing::warn!(
+                    error = %e,
+                    mark = self.claim.mark,
+                    attempted = want,
+                    "could not renew the time mark"
+                );
+                if holding && p.now_tick() > self.claim.window {
+                    lapse(p, store, &self.claim, &mut self.lapsed);
+                }
+                Ok(retry_wait(p))
+            }
+        }
+    }
+}
+
+impl<S: MarkStore> Holder<'_, S> {
+    /// Says (once per change, as a lease record the fault campaign reads) how far the mark just
+    /// written reaches: beyond the window (no one waits) or down at it.
+    fn say_reach(&mut self, beyond: bool) {
+        if self.beyond.replace(beyond) == Some(beyond) {
+            return;
+        }
+        let (slot, mark, generation) = (self.claim.slot, self.claim.mark, *self.generation);
+        if beyond {
+            tracing::info!(
+                lease_record = "mark",
+                reach = "idle",
+                slot,
+                mark,
+                generation,
+                "the time mark reaches the idle horizon: no one waits for a slot"
+            );
+        } else {
+            tracing::info!(
+                lease_record = "mark",
+                reach = "short",
+                slot,
+                mark,
+                generation,
+                "the time mark is at the horizon: a contender waits for a slot"
+            );
+        }
+    }
+}
+
+/// The slot's mark may have been written by someone else (its watch fired): looked at again.
+/// `None`: it is as we wrote it (`in_store`, at our version); a wait before the write-back; or
+/// how the hold ends.
+async fn look_again<S: MarkStore>(
+    p: &Protocol,
+    store: &S,
+    claim: &mut Claim<S::Version>,
+    in_store: u64,
+    holding: bool,
+    lapsed: &mut bool,
+) -> Result<Option<Duration>, Outcome> {
+    match store.recheck(claim).await {
+        Ok(Recheck::Ours(now)) if now.version == claim.version && now.mark == in_store => Ok(None),
+        // Cannot look now: the next write (or watch) tells.
+        Err(StoreError::Unavailable(_)) => Ok(None),
+        found => {
+            let why = "the slot's mark was written by someone else";
+            after_conflict(p, store, claim, found, why, holding, lapsed)
+                .await
+                .map(Some)
+        }
+    }
+}
+
+/// The store's session ended (or it refused us) while `during`: how the hold ends.
+fn session_gone(e: &StoreError, during: &str, holding: bool) -> Outcome {
+    Outcome::SessionGone {
+        reason: format!("{during}: {e}"),
+        holding,
+        refused: matches!(e, StoreError::Refused(_)),
+    }
+}
+
+/// How soon a failed write is tried again.
+fn retry_wait(p: &Protocol) -> Duration {
+    (p.timing.renew_every / 4).max(Duration::from_millis(50))
+}
+
+/// A write failed on its compare-and-set (`e`), or the mark's watch fired: whether the slot is
+/// still ours, and what its mark is now (`found`, by [`MarkStore::recheck`]), decide. The wait before the next write, or how the hold ends. `holding`: a
+/// window is in force.
+async fn after_conflict<S: MarkStore>(
+    p: &Protocol,
+    store: &S,
+    claim: &mut Claim<S::Version>,
+    found: Result<Recheck<S::Version>, StoreError>,
+    e: &str,
+    holding: bool,
+    lapsed: &mut bool,
+) -> Result<Duration, Outcome> {
+    match found {
+        Ok(Recheck::Ours(now))
+            if now.mark <= claim.mark && p.planted() != PlantedBug::NoWriteBack =>
+        {
+            // The slot is still ours and its mark was lowered or deleted by someone else:
+            // write it back up before anything else, so that no successor ever reads it as
+            // its floor. The window in force stays (it is below it). Someone who keeps
+            // lowering it is answered at most every 50 ms.
+            restore(p, store, claim, now.mark);
+            claim.version = now.version;
+            Ok(Duration::from_millis(50))
+        }
+        Ok(Recheck::PoolReplaced(why)) => Err(replaced(p, store, claim, &why)),
+        Err(gone @ (StoreError::SessionGone(_) | StoreError::Refused(_))) => {
+            Err(session_gone(&gone, "rechecking the slot", holding))
+        }
+        Err(why) => {
+            // Cannot tell whose the slot is now: keep it (giving it back could hand a lowered
+            // mark on), stop at the mark in force, and look again soon.
+            p.metrics.lease.renewals.with_label_values(&["error"]).inc();
+            tracing::warn!(error = %why, mark = claim.mark, "a mark write failed and the slot could not be rechecked");
+            if holding && p.now_tick() > claim.window {
+                lapse(p, store, claim, lapsed);
+            }
+            Ok(retry_wait(p))
+        }
+        Ok(Recheck::Gone | Recheck::Ours(_)) => {
+            stolen(p, store, claim, e).await;
+            Err(Outcome::Stolen {
+                slot: claim.slot,
+                mark: claim.window,
+            })
+        }
+    }
+}
+
+/// The testing aid `--starve-renewals` (fault-injection builds): holds a mark write back
+/// after the mark to write was chosen, as a starved renewal path would. The rest of the
+/// lease's thread (the store's connection, its pings) runs on meanwhile.
+async fn starve(p: &Protocol) {
+    let d = p.starve();
+    if !d.is_zero() {
+        tokio::time::sleep(d).await;
+    }
+}

@@ -1,0 +1,227 @@
+//! How far ahead a holder's mark reaches, and so what it costs its store.
+//!
+//! Two limits are kept apart:
+//!
+//! - the **window** the generator is given: never more than the short horizon
+//!   (`--lease-horizon`) past the clock, pushed forward every `--renew-interval` with no write
+//!   at all while it stays under the stored mark;
+//! - the **stored mark**, which only has to stay at or above the window: while no one waits
+//!   for a slot of the pool it reaches the idle horizon (`--idle-horizon`) ahead and is written
+//!   again only when less than half of that is left (one write every half idle horizon); as
+//!   soon as someone waits, the holder writes it *down* to its window (by compare-and-set, like
+//!   every write) and keeps it there, renewing each interval as a short-horizon lease does, so
+//!   a successor after a crash waits at most the short horizon past the session's end.
+//!
+//! Nothing above the window is ever issued, and the window never passes the stored mark — nor
+//! any mark write still unanswered (a lowered mark may have landed) — so every value written,
+//! lowered or raised, is at or above every tick issued: the invariant of
+//! [`crate::lease::protocol`] holds as it did. A holder cut from its store keeps its window
+//! moving up to the stored mark, then stops.
+
+use tokio::sync::watch;
+
+/// Whether anyone waits for a slot of the holder's pool (the store's word: a waiter at the
+/// head of an exhausted pool's queue says so in the store while it waits). A store without
+/// waiters (the state file) never says so.
+#[derive(Debug)]
+pub struct Demand(Option<watch::Receiver<bool>>);
+
+impl Demand {
+    /// No one can ever wait (a static slot).
+    pub fn none() -> Demand {
+        Demand(None)
+    }
+
+    /// Follows what a store's watcher of its waiters publishes on `rx`.
+    pub fn new(rx: watch::Receiver<bool>) -> Demand {
+        Demand(Some(rx))
+    }
+
+    /// Whether someone waits now.
+    pub fn waiting(&self) -> bool {
+        self.0.as_ref().is_some_and(|rx| *rx.borrow())
+    }
+
+    /// Returns when someone starts (or stops) waiting; never for [`Demand::none`] or once the
+    /// watcher is gone.
+    pub async fn changed(&mut self) {
+        match &mut self.0 {
+            Some(rx) => {
+                if rx.changed().await.is_err() {
+                    self.0 = None;
+                    std::future::pending::<()>().await;
+                }
+            }
+            None => std::future::pending().await,
+        }
+    }
+}
+
+/// The horizons of a hold, in ticks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Horizons {
+    /// How far past the clock the window reaches (and the mark, while someone waits).
+    pub short: u64,
+    /// How far past the clock the mark reaches while no one waits; at or below `short`, the
+    /// mark always follows the window (a static slot, or `--idle-horizon` set to the horizon).
+    pub idle: u64,
+    /// How much earlier than at half the idle horizon the next idle renewal comes: drawn anew
+    /// after each write ([`Horizons::draw`]), so that holders started together do not write
+    /// together ever after.
+    pub early: u64,
+}
+
+impl Horizons {
+    /// Horizons of `short` and `idle` ticks, the first renewal's lead drawn.
+    pub fn new(short: u64, idle: u64) -> Horizons {
+        let mut h = Horizons {
+            short,
+            idle,
+            early: 0,
+        };
+        h.draw();
+        h
+    }
+
+    /// Draws the next idle renewal's lead: up to an eighth of the idle horizon beyond the short
+    /// one (so one write every 3/8 to 1/2 of that: 21-27 s at the defaults).
+    pub fn draw(&mut self) {
+        let spread = self.idle.saturating_sub(self.short) / 8;
+        self.early = if spread == 0 {
+            0
+        } else {
+            rand::random_range(0..spread)
+        };
+    }
+
+    fn adaptive(&self) -> bool {
+        self.idle > self.short
+    }
+
+    /// The window to give the generator at `now`: `short` past the clock, never below the
+    /// window given already (the clock may have stepped back).
+    pub fn window(&self, window: u64, now: u64) -> u64 {
+        window.max(now.saturating_add(self.short))
+    }
+
+    /// The mark to write now, if any. `mark`: the mark stored (last written); `window`: the
+    /// window the generator is to have (see [`Horizons::window`]) — every value returned is at
+    /// or above it; `first`: nothing written under this claim yet; `waiting`: someone waits
+    /// for a slot of the pool.
+    pub fn to_write(
+        &self,
+        mark: u64,
+        window: u64,
+        now: u64,
+        first: bool,
+        waiting: bool,
+    ) -> Option<u64> {
+        if waiting || !self.adaptive() {
+            // Short: the mark follows the window (written down to it if it is higher), renewed
+            // every pass even when the clock stepped back and it stays where it is.
+            return Some(window);
+        }
+        let idle = window.max(now.saturating_add(self.idle)).max(mark);
+        // Renewed when less than half the idle horizon (beyond the short one) is left, or a
+        // little more (`early`).
+        let due = now
+            .saturating_add(self.short)
+            .saturating_add((self.idle - self.short) / 2)
+            .saturating_add(self.early);
+        (first || mark < due || mark < window).then_some(idle)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const H: Horizons = Horizons {
+        short: 5_000,
+        idle: 60_000,
+        early: 0,
+    };
+
+    #[test]
+    fn an_idle_holder_writes_once_per_half_idle_horizon() {
+        // First write: the idle horizon ahead.
+        assert_eq!(H.to_write(0, 105_000, 100_000, true, false), Some(160_000));
+        // Every interval the window moves on with no write, until less than half is left.
+        let mut writes = 0;
+        let mut mark = 160_000;
+        for now in (100_000..400_000).step_by(1_000) {
+            let w = H.window(0, now);
+            if let Some(m) = H.to_write(mark, w, now, false, false) {
+                assert!(m >= w && m >= mark);
+                mark = m;
+                writes += 1;
+            }
+            assert!(mark >= w, "the window never passes the mark");
+        }
+        // 300 s at one write per 27.5 s.
+        assert_eq!(writes, 10);
+    }
+
+    #[test]
+    fn a_waiter_brings_the_mark_down_to_the_window_never_below_it() {
+        // Mark 50 s ahead, window 5 s ahead: written down to the window at once.
+        assert_eq!(
+            H.to_write(150_000, 105_000, 100_000, false, true),
+            Some(105_000)
+        );
+        // Then renewed each interval, as a short-horizon lease is.
+        assert_eq!(
+            H.to_write(105_000, 106_000, 101_000, false, true),
+            Some(106_000)
+        );
+        // A clock stepped back: the window stays where it was, and so does the mark (written
+        // again, as every interval while someone waits).
+        let w = H.window(106_000, 90_000);
+        assert_eq!(w, 106_000);
+        assert_eq!(H.to_write(106_000, w, 90_000, false, true), Some(106_000));
+        // The waiter gone: the next interval writes the idle horizon again.
+        assert_eq!(
+            H.to_write(106_000, 107_000, 102_000, false, false),
+            Some(162_000)
+        );
+    }
+
+    #[test]
+    fn without_an_idle_horizon_the_mark_follows_the_window() {
+        let fixed = Horizons::new(3_000, 3_000);
+        assert_eq!(fixed.early, 0);
+        assert_eq!(
+            fixed.to_write(0, 103_000, 100_000, true, false),
+            Some(103_000)
+        );
+        assert_eq!(
+            fixed.to_write(103_000, 104_000, 101_000, false, false),
+            Some(104_000)
+        );
+    }
+
+    #[test]
+    fn idle_renewals_of_holders_started_together_spread_out() {
+        let leads: std::collections::BTreeSet<u64> = (0..50)
+            .map(|_| Horizons::new(5_000, 60_000).early)
+            .collect();
+        assert!(leads.len() > 10, "{leads:?}");
+        assert!(leads.iter().all(|e| *e < 55_000 / 8));
+        // Even the earliest renewal of a holder left alone comes after 7/16 of the horizon.
+        let h = Horizons {
+            early: 55_000 / 8 - 1,
+            ..H
+        };
+        assert_eq!(h.to_write(160_000, 106_000, 101_000, false, false), None);
+        assert!(h
+            .to_write(160_000, 126_000, 121_000, false, false)
+            .is_some());
+    }
+
+    #[test]
+    fn saturates_instead_of_wrapping() {
+        let w = H.window(0, u64::MAX - 10);
+        assert_eq!(w, u64::MAX);
+        assert_eq!(H.to_write(u64::MAX, w, u64::MAX - 10, false, false), None);
+    }
+}
