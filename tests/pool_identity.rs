@@ -179,7 +179,7 @@ async fn readyz_until(idcar: &Idcar, limit: Duration, f: impl Fn(&str) -> bool) 
 
 /// An operator deletes `params` under a running holder "to change mid-bits", and an instance
 /// with other parameters starts: it records a new pool identity, which fences the old holder
-/// (it stops issuing at its next write, says why, and — disagreeing with the pool now — stays
+/// (it stops issuing at once, says why, and — disagreeing with the pool now — stays
 /// not ready naming the flag), and it issues nothing until the clock is past every mark the
 /// old holder wrote. No ID is issued twice.
 async fn params_recreated_under_a_holder(s: Store) {
@@ -187,8 +187,14 @@ async fn params_recreated_under_a_holder(s: Store) {
     a.wait_ready(Duration::from_secs(15)).await;
     let hammering = Instant::now() + Duration::from_secs(3);
     let (mut all, _) = hammer(&a, Instant::now() + Duration::from_millis(500)).await;
+    // The holder watches `params`: left running, it would record its own parameters again
+    // before the new instance starts. Frozen meanwhile, it finds the new record when thawed.
+    a.signal(nix::sys::signal::Signal::SIGSTOP);
     s.delete("/idcar/si53/0/params").await;
     let mut b = s.start(&["--layout", "si53", "--mid-bits", "4"]).await;
+    readyz_until(&b, Duration::from_secs(15), |r| !r.contains("connecting")).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    a.signal(nix::sys::signal::Signal::SIGCONT);
     let (from_a, from_b) = tokio::join!(hammer(&a, hammering), hammer(&b, hammering));
     all.extend(from_a.0);
     let why = readyz_until(&a, Duration::from_secs(10), |r| r.contains("--mid-bits")).await;

@@ -175,8 +175,17 @@ fn a_holder_that_does_not_write_a_lowered_mark_back_is_caught() {
 }
 
 /// As many sidecars as slots: a restarted sidecar takes its slot back at once (none queues
-/// ahead of it), so the faults below reach a slot the sidecar held.
-const EVERY_SIDECAR_HOLDS: [&str; 4] = ["--sidecars", "6", "--pool-size", "6"];
+/// ahead of it), so the faults below reach a slot the sidecar held. No one ever waits in such a
+/// pool, so marks would reach the idle horizon and hold a killed sidecar's restart for all of
+/// it: the marks follow the window instead, so that a short run sees many takeovers.
+const EVERY_SIDECAR_HOLDS: [&str; 6] = [
+    "--sidecars",
+    "6",
+    "--pool-size",
+    "6",
+    "--idle-horizon",
+    "4s",
+];
 
 /// A sidecar drops its leases' release handles without a release and lives on (the `abandon`
 /// fault): a lease that then writes the claim's floor hands its successor a floor below its

@@ -43,7 +43,19 @@ impl EtcdSession {
             success: vec![delete(&self.wanted_key())],
             failure: vec![],
         };
-        let _ = self.etcd.txn("no longer wanting a slot", req).await;
+        // A few tries: a key left behind keeps every holder's mark short while this lease
+        // lasts.
+        for _ in 0..5 {
+            if self
+                .etcd
+                .txn("no longer wanting a slot", req.clone())
+                .await
+                .is_ok()
+            {
+                return;
+            }
+            tokio::time::sleep(AGAIN).await;
+        }
     }
 }
 

@@ -101,6 +101,18 @@ impl Drop for Cancel<'_> {
 async fn run(etcd: Etcd, mut cmds: mpsc::UnboundedReceiver<Cmd>) {
     let (i, ch) = etcd.pick();
     let (req_tx, req_rx) = mpsc::unbounded_channel::<rpc::WatchRequest>();
+    let mut waiting: HashMap<i64, oneshot::Sender<()>> = HashMap::new();
+    // The watch that started this task goes out with the stream: etcd answers a stream's
+    // headers only with its first answer, and the open waits for them.
+    while let Ok(cmd) = cmds.try_recv() {
+        if let Cmd::Watch { create, fired } = cmd {
+            waiting.insert(create.watch_id, fired);
+            let create = RequestUnion::CreateRequest(create);
+            let _ = req_tx.send(rpc::WatchRequest {
+                request_union: Some(create),
+            });
+        }
+    }
     let req = etcd.streaming(tokio_stream::wrappers::UnboundedReceiverStream::new(req_rx));
     let opened = tokio::time::timeout(etcd.inner.timeout, WatchClient::new(ch).watch(req)).await;
     let mut answers = match opened {
@@ -116,7 +128,6 @@ async fn run(etcd: Etcd, mut cmds: mpsc::UnboundedReceiver<Cmd>) {
             return;
         }
     };
-    let mut waiting: HashMap<i64, oneshot::Sender<()>> = HashMap::new();
     let cancel = |id| rpc::WatchRequest {
         request_union: Some(RequestUnion::CancelRequest(rpc::WatchCancelRequest {
             watch_id: id,
@@ -148,16 +159,22 @@ async fn run(etcd: Etcd, mut cmds: mpsc::UnboundedReceiver<Cmd>) {
                         return;
                     }
                 };
-                if m.canceled && m.compact_revision == 0 {
-                    // Refused (a token gone stale, a permission): a new stream next time.
-                    return;
-                }
-                if m.canceled || !m.events.is_empty() || m.compact_revision != 0 {
+                if m.canceled {
+                    // Our own cancel is answered so too: only a watch still waited on matters.
                     if let Some(fired) = waiting.remove(&m.watch_id) {
                         let _ = fired.send(());
-                        if !m.canceled {
-                            let _ = req_tx.send(cancel(m.watch_id));
+                        if m.compact_revision == 0 {
+                            // Refused (a token gone stale, a permission): a new stream next
+                            // time.
+                            return;
                         }
+                    }
+                    continue;
+                }
+                if !m.events.is_empty() || m.compact_revision != 0 {
+                    if let Some(fired) = waiting.remove(&m.watch_id) {
+                        let _ = fired.send(());
+                        let _ = req_tx.send(cancel(m.watch_id));
                     }
                 }
             }

@@ -209,9 +209,14 @@ async fn take_slot<S: Session>(
             Some(p) => p,
             None => lowest_mark(neg, session, &free).await?,
         };
-        let tried = try_slot(neg, session, marks, (slot, owner), Some(place), history).await?;
-        if let Tried::Claimed(c) = tried {
-            return Ok(c);
+        match try_slot(neg, session, marks, (slot, owner), Some(place), history).await? {
+            Tried::Claimed(c) => return Ok(c),
+            Tried::Taken => {}
+            // The take left the queue with it: queue again.
+            Tried::Skipped => {
+                let why = "a slot's mark is unreadable; queueing again";
+                return Err(Fault::Unavailable(why.into()).into());
+            }
         }
     }
 }

@@ -100,6 +100,11 @@ impl<'a, S: MarkStore> Holder<'a, S> {
             let due = planned.min(Instant::now());
             if let Woke::Foreign = woke {
                 match self.look_again().await {
+                    // Nothing changed that needs a write: the pass keeps its time.
+                    Ok(None) if !self.force => {
+                        next = planned.saturating_duration_since(Instant::now());
+                        continue;
+                    }
                     Ok(None) => {}
                     Ok(Some(wait)) => {
                         (self.force, next) = (true, wait);
@@ -123,7 +128,10 @@ impl<'a, S: MarkStore> Holder<'a, S> {
         next: Duration,
     ) -> Result<Woke, Interrupted> {
         let claim = &self.claim;
-        if self.published
+        // Not while a write is due anyway (a write-back): a missing mark would fire at once.
+        if self.force {
+            self.foreign = None;
+        } else if self.published
             && self
                 .foreign
                 .as_ref()
@@ -199,7 +207,8 @@ impl<'a, S: MarkStore> Holder<'a, S> {
                 self.generation,
             );
         }
-        let must = self.force || !self.published;
+        // A write left unanswered is tried again at once (a lowering one caps the window).
+        let must = self.force || !self.published || !self.unconfirmed.is_empty();
         let Some(want) = self.h.to_write(self.claim.mark, window, now, must, waiting) else {
             return Ok(self
                 .pace

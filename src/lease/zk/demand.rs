@@ -45,7 +45,15 @@ impl ZkSession {
 
     /// No longer waiting (the entry also goes with the session).
     pub(super) async fn unwant_slot(&self) {
-        let _ = self.client.delete(&self.wanted_entry(), None).await;
+        // A few tries: an entry left behind keeps every holder's mark short while this session
+        // lasts.
+        for _ in 0..5 {
+            match self.client.delete(&self.wanted_entry(), None).await {
+                Ok(()) | Err(zk::Error::NoNode) => return,
+                Err(e) if session_gone(&e) => return,
+                Err(_) => tokio::time::sleep(AGAIN).await,
+            }
+        }
     }
 }
 
