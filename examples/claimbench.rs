@@ -17,8 +17,8 @@
 //! 3. steady-state store writes per holder with one contender waiting (the 65th): marks kept
 //!    at the short horizon, renewed every interval;
 //! 4. with `--sidecars N` (e.g. 1000) over `--clusters C` (16): a rolling restart, as a
-//!    Deployment does it — all N start and hold; then every sidecar in turn is released and
-//!    replaced by a new one, `--surge` at a time. Reports the time until all N held at first,
+//!    Deployment does it — all N start and hold; then every sidecar is replaced, `--surge` at
+//!    a time: the batch's replacements start and its old sidecars are released together. Reports the time until all N held at first,
 //!    the rolling restart's duration, claim latency p50/p99 of the replacements, and
 //!    store writes/s per holder at steady state with no one waiting (counted by the store:
 //!    ZooKeeper's zxid, etcd's revision; session pings and etcd keep-alives are not writes and
@@ -226,17 +226,20 @@ fn percentile(v: &mut [Duration], p: f64) -> Duration {
 async fn rolling_restart(args: &Args, root: &str) -> anyhow::Result<()> {
     let n = args.sidecars;
     let cluster = |i: usize| (i % usize::from(args.clusters.max(1))) as u8;
-    let t = Instant::now();
+    let counter = Counter::new(&args.zk, args.etcd.as_deref()).await?;
+    let (t, w0) = (Instant::now(), counter.writes().await?);
     let mut fleet: Vec<_> = (0..n).map(|i| negotiator(args, root, cluster(i))).collect();
     for (lease, _) in &fleet {
         held(lease, Duration::from_secs(120)).await?;
     }
+    let (took, w1) = (t.elapsed(), counter.writes().await?);
     println!(
-        "rolling restart: {n} sidecars over {} clusters all held after {:.1?}",
+        "rolling restart: {n} sidecars over {} clusters all held after {took:.1?} ({} store \
+         writes, {:.1} per sidecar)",
         args.clusters,
-        t.elapsed()
+        w1 - w0,
+        (w1 - w0) as f64 / n as f64
     );
-    let counter = Counter::new(&args.zk, args.etcd.as_deref()).await?;
     let before = counter.writes().await?;
     tokio::time::sleep(args.renew_window).await;
     let per_s = (counter.writes().await? - before) as f64 / args.renew_window.as_secs_f64();
@@ -256,26 +259,35 @@ async fn rolling_restart(args: &Args, root: &str) -> anyhow::Result<()> {
         per_s / n as f64,
         args.renew_window
     );
-    let t = Instant::now();
-    let mut latencies = Vec::with_capacity(n);
+    let (t, w1) = (Instant::now(), counter.writes().await?);
+    let (mut latencies, mut releasing) = (Vec::with_capacity(n), Duration::ZERO);
     for start in (0..n).step_by(args.surge.max(1)) {
+        let batch = Instant::now();
         let end = (start + args.surge).min(n);
+        // The batch is told to stop at once, as a rollout terminates `surge` pods together:
+        // each replacement starts, then its predecessor releases (SIGTERM).
+        let mut releases = Vec::with_capacity(args.surge);
         for (i, slot) in fleet.iter_mut().enumerate().take(end).skip(start) {
-            // Release the old one (SIGTERM), then its replacement starts.
             let fresh = negotiator(args, root, cluster(i));
             let (old, _) = std::mem::replace(slot, fresh);
-            old.release(None).await?;
+            releases.push(old.release(None));
         }
+        for release in releases {
+            release.await?;
+        }
+        releasing += batch.elapsed();
         for (lease, m) in &fleet[start..end] {
             held(lease, Duration::from_secs(120)).await?;
             let claim = Duration::from_secs_f64(m.lease.claim_seconds.get_sample_sum());
             latencies.push(claim.max(Duration::ZERO));
         }
     }
-    let took = t.elapsed();
+    let (took, w2) = (t.elapsed(), counter.writes().await?);
     println!(
-        "  rolling restart of {n} ({} at a time): {took:.1?}; claim latency p50 {:.1?}, p99 {:.1?}, max {:.1?}",
+        "  rolling restart of {n} ({} at a time): {took:.1?} ({releasing:.1?} of it until each \
+         batch had released; {} store writes); claim latency p50 {:.1?}, p99 {:.1?}, max {:.1?}",
         args.surge,
+        w2 - w1,
         percentile(&mut latencies, 0.5),
         percentile(&mut latencies, 0.99),
         latencies.iter().max().unwrap()

@@ -18,7 +18,8 @@
 //!    time until all serve;
 //! 2. steady state over `--steady`: store writes per holder (counted by the store: ZooKeeper's
 //!    zxid, etcd's revision), the store servers' CPU, idcar's RSS per process;
-//! 3. rolling restart, `--surge` at a time (SIGTERM, then the replacement starts): its
+//! 3. rolling restart, `--surge` at a time (each replacement starts, the batch's old instances
+//!    get SIGTERM together): its
 //!    duration, each replacement's start-to-serving and claim latency (its
 //!    `idcar_lease_claim_seconds`), store writes during it;
 //! 4. successor waits after kill -9 in a full pool of 4 (its own cluster): with a contender
@@ -71,26 +72,34 @@ struct Instance {
     child: Child,
     admin: u16,
     started: Instant,
+    log: PathBuf,
+}
+
+/// An instance still running when the benchmark ends (or fails) is killed with it.
+impl Drop for Instance {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 struct Fleet<'a> {
     args: &'a Args,
     root: String,
     dir: tempfile::TempDir,
-    next_port: u16,
 }
 
 impl Fleet<'_> {
     fn spawn(&mut self, cluster: u8, extra: &[&str]) -> anyhow::Result<Instance> {
         let a = self.args;
-        self.next_port += 1;
-        let admin = self.next_port;
+        let admin = free_port()?;
         let socket = self.dir.path().join(format!("{admin}.sock"));
         let (flag, target, root_flag) = match &a.etcd {
             Some(e) => ("--etcd", e.as_str(), "--etcd-prefix"),
             None => ("--zk", a.zk.as_str(), "--zk-root"),
         };
-        let log = std::fs::File::create(self.dir.path().join(format!("{admin}.log")))?;
+        let log_path = self.dir.path().join(format!("{admin}.log"));
+        let log = std::fs::File::create(&log_path)?;
         let child = Command::new(&a.idcar)
             .args(["serve", flag, target, root_flag, &self.root])
             .args(["--cluster-id", &cluster.to_string()])
@@ -106,8 +115,17 @@ impl Fleet<'_> {
             child,
             admin,
             started: Instant::now(),
+            log: log_path,
         })
     }
+}
+
+/// A loopback port free now: the kernel's pick (fixed ports collide with the ephemeral ports
+/// of the fleet's own connections to the store).
+fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
 }
 
 /// An admin GET: status and body (`None` when nothing answers).
@@ -138,12 +156,25 @@ fn wait_all(set: &[&Instance], limit: Duration) -> anyhow::Result<Vec<Duration>>
     let deadline = Instant::now() + limit;
     let mut took: Vec<Option<Duration>> = vec![None; set.len()];
     while took.iter().any(Option::is_none) {
-        anyhow::ensure!(
-            Instant::now() < deadline,
-            "{} of {} not serving after {limit:?}",
-            took.iter().filter(|t| t.is_none()).count(),
-            set.len()
-        );
+        if Instant::now() >= deadline {
+            let late: Vec<String> = set
+                .iter()
+                .zip(&took)
+                .filter(|(_, t)| t.is_none())
+                .map(|(i, _)| {
+                    let log = std::fs::read_to_string(&i.log).unwrap_or_default();
+                    let tail: Vec<&str> = log.lines().rev().take(20).collect();
+                    let tail: Vec<&str> = tail.into_iter().rev().collect();
+                    format!("instance on admin port {}:\n{}", i.admin, tail.join("\n"))
+                })
+                .collect();
+            anyhow::bail!(
+                "{} of {} not serving after {limit:?}\n{}",
+                late.len(),
+                set.len(),
+                late.join("\n")
+            );
+        }
         for (i, inst) in set.iter().enumerate() {
             if took[i].is_none() && ready(inst) {
                 took[i] = Some(inst.started.elapsed());
@@ -165,11 +196,15 @@ fn metric(i: &Instance, name: &str) -> Option<f64> {
         .ok()
 }
 
-fn stop(mut i: Instance) {
+fn sigterm(i: &Instance) {
     let _ = nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(i.child.id() as i32),
         nix::sys::signal::Signal::SIGTERM,
     );
+}
+
+fn stop(mut i: Instance) {
+    sigterm(&i);
     let _ = i.child.wait();
 }
 
@@ -180,7 +215,10 @@ fn kill9(mut i: Instance) {
 
 fn pct(v: &mut [Duration], p: f64) -> Duration {
     v.sort();
-    v[((v.len() - 1) as f64 * p).round() as usize]
+    match v.len() {
+        0 => Duration::ZERO,
+        n => v[((n - 1) as f64 * p).round() as usize],
+    }
 }
 
 fn store_pids(args: &Args) -> Vec<u32> {
@@ -231,7 +269,6 @@ fn main() -> anyhow::Result<()> {
             args: &args,
             root: format!("/idcar-fleet/{stamp}"),
             dir: tempfile::tempdir()?,
-            next_port: 40_000,
         },
         rt,
         counter,
@@ -328,15 +365,22 @@ impl Bench<'_> {
         let (mut serving, mut claims) = (Vec::with_capacity(n), Vec::with_capacity(n));
         for start in (0..n).step_by(surge) {
             let end = (start + surge).min(n);
+            // The batch is told to stop at once, as a rollout terminates `surge` pods together.
+            let mut old = Vec::with_capacity(surge);
             for (i, slot) in all.iter_mut().enumerate().take(end).skip(start) {
                 let c = self.cluster(i);
                 let fresh = self.fleet.spawn(c, &[])?;
-                stop(std::mem::replace(slot, fresh));
+                let gone = std::mem::replace(slot, fresh);
+                sigterm(&gone);
+                old.push(gone);
+            }
+            for mut gone in old {
+                let _ = gone.child.wait();
             }
             let batch: Vec<&Instance> = all[start..end].iter().collect();
             serving.extend(wait_all(&batch, Duration::from_secs(120))?);
             for i in &batch {
-                if let Some(c) = metric(i, "idcar_lease_claim_seconds_sum") {
+                if let Some(c) = metric(i, "idcar_lease_claim_duration_seconds_sum") {
                     claims.push(Duration::from_secs_f64(c));
                 }
             }

@@ -53,8 +53,18 @@ async fn a_release_hands_over_at_once<S: Store>() {
     assert_eq!(s.mark(4, 0), highest, "written down to the highest issued");
     s.check_released();
 
+    // A start in a pool that exists writes only its claim (ZooKeeper: the session, the queue
+    // entry, the take, the first mark; etcd: the last three): the namespace, `params` and the
+    // pool's identity are read, not created again (a create that finds its node is still a
+    // ZooKeeper transaction). Counted by the store; one of slack.
+    let w0 = s.writes();
     let mut b = s.start(&args).await;
     b.wait_ready(Duration::from_secs(15)).await;
+    let start_writes = s.writes() - w0;
+    assert!(
+        start_writes <= 5,
+        "a start cost {start_writes} store writes"
+    );
     let wait = b.metric("idcar_lease_mark_wait_seconds_sum").await.unwrap();
     assert!(wait < 0.1, "the successor waited {wait}s after a release");
     let second = b.take(500).await.unwrap();

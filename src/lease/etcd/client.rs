@@ -204,8 +204,12 @@ impl Etcd {
     {
         let (i, ch) = self.pick();
         let url = &self.inner.endpoints[i].0;
+        let sent = std::time::Instant::now();
         match tokio::time::timeout(self.inner.timeout, f(ch, self.request(msg))).await {
-            Ok(Ok(r)) => Ok(r.into_inner()),
+            Ok(Ok(r)) => {
+                tracing::trace!(what, url, took = ?sent.elapsed(), "etcd answered");
+                Ok(r.into_inner())
+            }
             Ok(Err(s)) => {
                 let e = classify(&s, what, url);
                 if matches!(e, EtcdError::Unavailable(_)) {

@@ -32,6 +32,10 @@ impl Paths {
             base: format!("{}/{layout}/{cluster}", root.trim_end_matches('/')),
         }
     }
+    /// The pool's own node (`<root>/<layout>/<cluster>`).
+    pub fn base(&self) -> &str {
+        &self.base
+    }
     pub fn queue(&self) -> String {
         format!("{}/queue", self.base)
     }

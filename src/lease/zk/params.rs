@@ -36,14 +36,19 @@ fn context(e: zk::Error, what: &str) -> Fault {
 pub(crate) async fn record(session: &ZkSession, data: &[u8]) -> Result<Option<Recorded>, Fault> {
     let (client, path) = (&session.client, session.paths.params());
     let mode = zk::CreateMode::Persistent.with_acls(acls(session.restricted));
-    let (data, stat) = match client.create(&path, data, &mode).await {
-        Ok((stat, _)) => (data.to_vec(), stat),
-        Err(zk::Error::NodeExists) => match client.get_data(&path).await {
-            Ok(r) => r,
-            Err(zk::Error::NoNode) => return Ok(None),
-            Err(e) => return Err(context(e, &format!("cannot read {path}"))),
+    // Read first: nearly always recorded, and a create that finds the node is a transaction.
+    let (data, stat) = match client.get_data(&path).await {
+        Ok(r) => r,
+        Err(zk::Error::NoNode) => match client.create(&path, data, &mode).await {
+            Ok((stat, _)) => (data.to_vec(), stat),
+            Err(zk::Error::NodeExists) => match client.get_data(&path).await {
+                Ok(r) => r,
+                Err(zk::Error::NoNode) => return Ok(None),
+                Err(e) => return Err(context(e, &format!("cannot read {path}"))),
+            },
+            Err(e) => return Err(context(e, &format!("cannot record {path}"))),
         },
-        Err(e) => return Err(context(e, &format!("cannot record {path}"))),
+        Err(e) => return Err(context(e, &format!("cannot read {path}"))),
     };
     Ok(Some(Recorded {
         data,

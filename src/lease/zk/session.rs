@@ -92,14 +92,42 @@ pub(crate) async fn make_namespace(
 ) -> Result<(), End> {
     let dir = zk::CreateMode::Persistent.with_acls(acls(restricted));
     let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(1));
-    for path in [
+    let all = [
         paths.queue(),
         paths.slots(),
         paths.marks(),
         paths.witnesses(),
         paths.identities(),
         paths.wanted(),
-    ] {
+    ];
+    // Read first, all at once: a create that finds its node costs the ensemble a transaction
+    // as a write does (ZooKeeper logs the error), and every instance starts here.
+    let found: Vec<_> = all.iter().map(|path| client.check_stat(path)).collect();
+    let mut missing = Vec::new();
+    for (path, found) in all.into_iter().zip(found) {
+        if !matches!(found.await, Ok(Some(_))) {
+            missing.push(path);
+        }
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    // A new pool: its own node (and parents), then the directories in one transaction, so
+    // that a fleet starting on a new pool pays a transaction or two per instance, not one per
+    // directory; whatever that leaves missing (another instance's create won a race, a
+    // passing fault) is created one by one.
+    if matches!(client.check_stat(paths.base()).await, Ok(None)) {
+        let _ = client.mkdir(paths.base(), &dir).await;
+    }
+    let mut w = client.new_multi_writer();
+    for path in &missing {
+        w.add_create(path, &[], &dir)
+            .map_err(|e| crate::lease::pool::claim::end_for(fault(e), "creating the namespace"))?;
+    }
+    if w.commit().await.is_ok() {
+        return Ok(());
+    }
+    for path in missing {
         loop {
             match client.mkdir(&path, &dir).await {
                 Ok(()) => break,
