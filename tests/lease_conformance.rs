@@ -262,7 +262,11 @@ impl MarkStore for EtcdHolder {
     async fn write(&self, c: &Claim<i64>, mark: u64) -> Result<i64, StoreError> {
         self.marks.write(c, mark).await
     }
-    async fn own_write(&self, c: &Claim<i64>, attempts: &[u64]) -> Option<(i64, u64)> {
+    async fn own_write(
+        &self,
+        c: &Claim<i64>,
+        attempts: &[u64],
+    ) -> Result<Option<(i64, u64)>, StoreError> {
         self.marks.own_write(c, attempts).await
     }
     async fn write_down(&self, c: &Claim<i64>, mark: u64) -> Result<(), StoreError> {
@@ -467,6 +471,10 @@ const FAIL: u32 = 1;
 const LOSE_REPLY: u32 = 2;
 /// Not applied, reply lost (the test then writes the same value itself, as a foreigner).
 const DROP: u32 = 3;
+/// Applied, reply lost, and then the store cannot be read for our own write (it still
+/// answers writes and rechecks): a moved mark that may be ours.
+const LOSE_REPLY_THEN_BLIND: u32 = 4;
+const BLIND: u32 = 5;
 
 impl<S: MarkStore> MarkStore for Faulty<S> {
     type Version = S::Version;
@@ -497,13 +505,20 @@ impl<S: MarkStore> MarkStore for Faulty<S> {
             self.mode.store(PASS, Ordering::SeqCst);
             return Err(StoreError::Unavailable("injected: reply lost".into()));
         }
+        if r.is_ok() && self.mode.load(Ordering::SeqCst) == LOSE_REPLY_THEN_BLIND {
+            self.mode.store(BLIND, Ordering::SeqCst);
+            return Err(StoreError::Unavailable("injected: reply lost".into()));
+        }
         r
     }
     async fn own_write(
         &self,
         c: &Claim<S::Version>,
         attempts: &[u64],
-    ) -> Option<(S::Version, u64)> {
+    ) -> Result<Option<(S::Version, u64)>, StoreError> {
+        if self.mode.load(Ordering::SeqCst) == BLIND {
+            return Err(StoreError::Unavailable("injected: cannot read".into()));
+        }
         self.inner.own_write(c, attempts).await
     }
     async fn write_down(&self, c: &Claim<S::Version>, mark: u64) -> Result<(), StoreError> {
@@ -691,6 +706,32 @@ async fn lost_reply_recovered_only_with_our_token<F: Fixture>() {
         r.outcome().await,
         Outcome::Stolen { slot: SLOT, .. }
     ));
+}
+
+/// A write applied whose reply was lost, and the store then unreadable for a while when the
+/// holder looks for it (its writes conflict, its rechecks see the mark moved): a mark that
+/// may be ours is not taken for a theft — the holder looks again and carries on.
+async fn a_lost_reply_not_yet_readable_is_not_a_theft<F: Fixture>() {
+    let f = F::new().await;
+    let mut r = run(f.holder().await, Arc::new(SystemClock), PASS).await;
+    let w1 = r.window(|_| true).await;
+    r.mode.store(LOSE_REPLY_THEN_BLIND, Ordering::SeqCst);
+    for _ in 0..1_000 {
+        if r.mode.load(Ordering::SeqCst) == BLIND {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(r.mode.load(Ordering::SeqCst), BLIND, "a reply was lost");
+    // Several passes and watch wakes while our write cannot be read back.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(r.losses("stolen"), 0, "our own write taken for a theft");
+    assert!(!r.task.is_finished(), "the hold ended");
+    r.mode.store(PASS, Ordering::SeqCst);
+    let w2 = r.window(|w| w.mark > w1.mark + 150).await;
+    assert_eq!(r.losses("stolen"), 0);
+    assert!(f.stored().await >= w2.mark);
+    assert_eq!(r.release(None).await, Outcome::Released);
 }
 
 /// The clock steps back: renewals keep writing the mark already reached, never lower.
@@ -999,6 +1040,7 @@ macro_rules! conformance {
                 first_claim,
                 successor_waits_past_the_mark,
                 lost_reply_recovered_only_with_our_token,
+                a_lost_reply_not_yet_readable_is_not_a_theft,
                 renewal_never_lowers_the_mark,
                 a_lapse_stops_issuing_at_the_mark,
                 release_writes_down,

@@ -24,7 +24,13 @@ use std::time::Duration;
 trait Fixture: Send + Sync + Sized + 'static {
     fn new() -> Self;
     fn start(&self, pool: PoolConfig) -> LeaseHandle;
+    /// Puts an entry at the head of the queue of [`pool`]'s namespace (which must exist) that
+    /// never moves: a contender that does not leave.
+    async fn stuck_in_queue(&self);
 }
+
+/// [`pool`]'s queue.
+const QUEUE: &str = "/negotiation/lable64/0/queue";
 
 struct ZkFixture(Zk);
 
@@ -41,6 +47,15 @@ impl Fixture for ZkFixture {
         let (scheme, metrics) = scheme_and_metrics();
         idcar::lease::zk::start(store, pool, scheme, Arc::new(SystemClock), metrics)
     }
+    async fn stuck_in_queue(&self) {
+        let mode = zookeeper_client::CreateMode::PersistentSequential
+            .with_acls(zookeeper_client::Acls::anyone_all());
+        let client = self.0.client().await;
+        client
+            .create(&format!("{QUEUE}/claim-"), b"", &mode)
+            .await
+            .unwrap();
+    }
 }
 
 struct EtcdFixture(Etcd);
@@ -56,6 +71,20 @@ impl Fixture for EtcdFixture {
         };
         let (scheme, metrics) = scheme_and_metrics();
         idcar::lease::etcd::start(store, pool, scheme, Arc::new(SystemClock), metrics)
+    }
+    async fn stuck_in_queue(&self) {
+        use idcar_etcd_api::etcdserverpb as rpc;
+        let put = rpc::PutRequest {
+            key: format!("{QUEUE}/0000000000000001").into_bytes(),
+            ..Default::default()
+        };
+        let req = rpc::TxnRequest {
+            success: vec![rpc::RequestOp {
+                request: Some(rpc::request_op::Request::RequestPut(put)),
+            }],
+            ..Default::default()
+        };
+        self.0.client().await.txn("planting", req).await.unwrap();
     }
 }
 
@@ -185,6 +214,29 @@ async fn a_release_hands_over_at_once<F: Fixture>() {
     waiter.release(None).await.unwrap();
 }
 
+/// Contenders queued together claim together, not one after another: behind a contender
+/// that does not move (an entry stuck at the head of the queue), with slots free for both, the
+/// next takes the second free slot at once and leaves the first to the one ahead.
+async fn contenders_claim_together<F: Fixture>() {
+    let f = F::new();
+    let a = f.start(pool(4, None));
+    assert_eq!(held(&a, LIMIT).await.slot, 0);
+    f.stuck_in_queue().await;
+    let b = f.start(pool(4, None));
+    let w = held(&b, Duration::from_secs(5)).await;
+    assert_eq!(w.slot, 2, "slot 1 is the one ahead's to take");
+    let c = f.start(pool(4, None));
+    assert_eq!(held(&c, Duration::from_secs(5)).await.slot, 3);
+    // One slot left, for the one ahead: the next contender waits its turn.
+    let d = f.start(pool(4, None));
+    pending_with(&d, "waiting in the slot queue").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!holds(&d), "took the slot left to the one ahead");
+    for l in [a, b, c, d] {
+        l.release(None).await.unwrap();
+    }
+}
+
 /// Large pools are claimed by random probes: every instance holds a slot of its own in the
 /// pool, and the slot preferred is taken when free.
 async fn large_pools_are_probed<F: Fixture>() {
@@ -223,6 +275,10 @@ macro_rules! negotiation {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn a_release_hands_over_at_once() {
                 super::a_release_hands_over_at_once::<$fixture>().await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn contenders_claim_together() {
+                super::contenders_claim_together::<$fixture>().await
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn large_pools_are_probed() {

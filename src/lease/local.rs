@@ -143,9 +143,10 @@ impl MarkStore for FileMarks {
         &self,
         claim: &Claim<FileVersion>,
         attempts: &[u64],
-    ) -> Option<(FileVersion, u64)> {
-        let (mark, token) = self.read(claim.slot).await.ok()?.version;
-        (token == Some(claim.token) && attempts.contains(&mark)).then_some(((mark, token), mark))
+    ) -> Result<Option<(FileVersion, u64)>, StoreError> {
+        let (mark, token) = self.read(claim.slot).await?.version;
+        Ok((token == Some(claim.token) && attempts.contains(&mark))
+            .then_some(((mark, token), mark)))
     }
 
     async fn write_down(&self, claim: &Claim<FileVersion>, mark: u64) -> Result<(), StoreError> {

@@ -61,12 +61,14 @@ pub trait MarkStore: Send + Sync {
     ) -> impl Future<Output = Result<Self::Version, StoreError>> + Send;
 
     /// After writes whose replies were lost: if the mark holds one of `attempts` written with
-    /// this claim's token (and the claim is still ours), that write's version and value.
+    /// this claim's token (and the claim is still ours), that write's version and value;
+    /// `Ok(None)` if it does not; an error if the store could not be read (then nothing is
+    /// known: a mark that moved may still be ours).
     fn own_write(
         &self,
         claim: &Claim<Self::Version>,
         attempts: &[u64],
-    ) -> impl Future<Output = Option<(Self::Version, u64)>> + Send;
+    ) -> impl Future<Output = Result<Option<(Self::Version, u64)>, StoreError>> + Send;
 
     /// Writes `mark` as [`MarkStore::write`] does and lets the slot go, atomically.
     fn write_down(

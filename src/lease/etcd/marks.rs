@@ -250,7 +250,11 @@ impl MarkStore for EtcdMarks {
             .ok_or_else(|| StoreError::Unavailable("etcd's answer has no header".into()))
     }
 
-    async fn own_write(&self, claim: &Claim<i64>, attempts: &[u64]) -> Option<(i64, u64)> {
+    async fn own_write(
+        &self,
+        claim: &Claim<i64>,
+        attempts: &[u64],
+    ) -> Result<Option<(i64, u64)>, StoreError> {
         let req = rpc::TxnRequest {
             compare: vec![],
             success: vec![
@@ -259,17 +263,26 @@ impl MarkStore for EtcdMarks {
             ],
             failure: vec![],
         };
-        let r = self.etcd.txn("reading our mark", req).await.ok()?;
-        let slot = range_kvs(&r, 0);
-        if slot.first()?.lease != self.lease {
-            return None;
+        let r = self
+            .etcd
+            .txn("reading our mark", req)
+            .await
+            .map_err(store_error)?;
+        if range_kvs(&r, 0).first().map(|kv| kv.lease) != Some(self.lease) {
+            return Ok(None);
         }
         let marks = range_kvs(&r, 1);
-        let kv = marks.first()?;
-        let (value, token) = parse_mark_and_token(&kv.value)?;
+        let Some(kv) = marks.first() else {
+            return Ok(None);
+        };
+        let Some((value, token)) = parse_mark_and_token(&kv.value) else {
+            return Ok(None);
+        };
         let ours = token == Some(claim.token_hex().as_str());
-        (ours && kv.mod_revision > claim.version && attempts.contains(&value))
-            .then_some((kv.mod_revision, value))
+        Ok(
+            (ours && kv.mod_revision > claim.version && attempts.contains(&value))
+                .then_some((kv.mod_revision, value)),
+        )
     }
 
     async fn write_down(&self, claim: &Claim<i64>, mark: u64) -> Result<(), StoreError> {

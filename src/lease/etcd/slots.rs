@@ -232,9 +232,10 @@ impl Session for EtcdSession {
         &self,
         _neg: &Negotiation,
         (me, place): &(String, i64),
-    ) -> Result<Option<(String, Change)>, Fault> {
+    ) -> Result<Option<(usize, String, Change)>, Fault> {
+        // Every key ahead (keys only): their number is our place; the nearest comes first.
+        // (A range's count is taken before its revision filter, so it cannot say.)
         let req = rpc::RangeRequest {
-            limit: 1,
             sort_order: SortOrder::Descend as i32,
             sort_target: SortTarget::Create as i32,
             max_create_revision: place - 1,
@@ -248,7 +249,8 @@ impl Session for EtcdSession {
         let who = String::from_utf8_lossy(&ahead.key).to_string();
         let rev = r.header.map_or(0, |h| h.revision);
         let change = self.change(ahead.key.clone(), Vec::new(), rev);
-        Ok(Some((format!("behind {who}, {me} is ours"), change)))
+        let n = r.kvs.len();
+        Ok(Some((n, format!("behind {who}, {me} is ours"), change)))
     }
 
     async fn behind(

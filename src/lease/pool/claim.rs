@@ -1,7 +1,12 @@
 //! The one claim algorithm: queue up (no herd), then, at the head of the queue, take a free
 //! slot — the same steps for every store, each done the store's way ([`Session`]).
 //!
-//! - Join the queue and wait until no contender is ahead, watching only the one just ahead.
+//! - Join the queue and wait until no contender is ahead, watching only the one just ahead —
+//!   or, with `n` contenders ahead, take the free slot of rank `n` (by mark, as the head ranks
+//!   them) at once if there is one whose mark the clock is past: contenders that arrive
+//!   together claim together, not one after another. Two that rank differently (they read at
+//!   different moments) try the same slot; the take is the fence, the loser looks again. A
+//!   spare waits its turn (the head decides whether it gives way).
 //! - As head: list the held slots (our own leftovers — a slot of this session whose lease was
 //!   lost — count as free). Prefer the slot held before; else the free slot with the lowest
 //!   mark (no mark means 0, so unused slots go first, lowest number first).
@@ -136,8 +141,10 @@ async fn claim<S: Session>(
     }
     let place = session.enqueue(neg, &owner).await?;
     let result = async {
-        wait_for_turn(neg, session, &place).await?;
         let at = (&owner[..], &place);
+        if let Some(c) = wait_for_turn(neg, session, marks, prefer, at, history).await? {
+            return Ok(c);
+        }
         take_slot(neg, session, marks, prefer, at, history, &mut wanted).await
     }
     .await;
@@ -156,22 +163,82 @@ async fn claim<S: Session>(
     result
 }
 
+/// Waits until no contender is ahead (`None`), or claims a slot by rank on the way (see the
+/// module documentation).
 async fn wait_for_turn<S: Session>(
     neg: &Negotiation,
     session: &S,
-    place: &S::Place,
-) -> Result<(), Fault> {
-    // Each pass waits for the contender ahead to change; the bound only guards against a store
-    // that keeps answering without the queue ever moving.
+    marks: &S::Marks,
+    prefer: Option<u32>,
+    (owner, place): (&[u8], &S::Place),
+    history: &mut ClaimHistory,
+) -> Result<Option<Taken<S::Marks>>, Failed> {
+    let spare = neg.proto.part.is_spare();
+    // Slots lost to another contender's take: a few are looked at again at once, then the
+    // contender ahead is waited for.
+    let mut lost = 0;
+    // Each pass claims, or waits for the contender ahead to change; the bound only guards
+    // against a store that keeps answering without the queue ever moving.
     for _ in 0..1_000_000 {
-        let Some((ahead, change)) = session.ahead(neg, place).await? else {
-            return Ok(());
+        let Some((n, ahead, change)) = session.ahead(neg, place).await? else {
+            return Ok(None);
         };
+        if !spare && lost < 3 && n < neg.cfg.pool_size as usize {
+            if let Some(slot) = ranked_slot(neg, session, marks, prefer, n, history).await? {
+                match try_slot(neg, session, marks, (slot, owner), Some(place), history).await? {
+                    Tried::Claimed(c) => return Ok(Some(c)),
+                    Tried::Taken => {
+                        lost += 1;
+                        continue;
+                    }
+                    Tried::Skipped => return Err(unreadable()),
+                }
+            }
+        }
         neg.proto
             .pending(format!("waiting in the slot queue ({ahead})"));
         change.await;
     }
-    Err(Fault::Unavailable("the slot queue never moved".into()))
+    Err(Fault::Unavailable("the slot queue never moved".into()).into())
+}
+
+/// The free slot of rank `rank` by mark (lowest first, ties to the lower slot) among those
+/// whose mark the clock is past — `prefer` if it is free; `None` if there are not that many
+/// (the head takes what is left, waiting past a mark if it must).
+async fn ranked_slot<S: Session>(
+    neg: &Negotiation,
+    session: &S,
+    marks: &S::Marks,
+    prefer: Option<u32>,
+    rank: usize,
+    history: &ClaimHistory,
+) -> Result<Option<u32>, Fault> {
+    let (held, _) = session.held(neg, marks, prefer).await?;
+    let free: Vec<u32> = (0..neg.cfg.pool_size)
+        .filter(|n| !held.contains(n) && !history.skip.contains(n))
+        .collect();
+    if let Some(p) = prefer.filter(|p| free.contains(p)) {
+        return Ok(Some(p));
+    }
+    if rank >= free.len() {
+        return Ok(None);
+    }
+    let now = neg.proto.now_tick();
+    let mut ranked: Vec<(u64, u32)> = session
+        .marks_of(neg, &free)
+        .await?
+        .into_iter()
+        .filter(|(_, mark)| *mark < now)
+        .map(|(n, mark)| (mark, n))
+        .collect();
+    ranked.sort_unstable();
+    Ok(ranked.get(rank).map(|(_, n)| *n))
+}
+
+/// A taken slot's mark was unreadable: the take left the queue with it, so the claim queues
+/// again.
+fn unreadable() -> Failed {
+    Fault::Unavailable("a slot's mark is unreadable; queueing again".into()).into()
 }
 
 async fn take_slot<S: Session>(
@@ -212,11 +279,7 @@ async fn take_slot<S: Session>(
         match try_slot(neg, session, marks, (slot, owner), Some(place), history).await? {
             Tried::Claimed(c) => return Ok(c),
             Tried::Taken => {}
-            // The take left the queue with it: queue again.
-            Tried::Skipped => {
-                let why = "a slot's mark is unreadable; queueing again";
-                return Err(Fault::Unavailable(why.into()).into());
-            }
+            Tried::Skipped => return Err(unreadable()),
         }
     }
 }

@@ -240,12 +240,13 @@ pub(crate) trait Session: Send + Sync + Sized + 'static {
         owner: &[u8],
     ) -> impl Future<Output = Result<Self::Place, Fault>> + Send;
 
-    /// Who is just ahead of `place` (for the log) and its change; `None` at the head.
+    /// How many contenders are ahead of `place`, who is just ahead (for the log) and its
+    /// change; `None` at the head.
     fn ahead(
         &self,
         neg: &Negotiation,
         place: &Self::Place,
-    ) -> impl Future<Output = Result<Option<(String, Change)>, Fault>> + Send;
+    ) -> impl Future<Output = Result<Option<(usize, String, Change)>, Fault>> + Send;
 
     /// The owner records of the contenders queued after `place`.
     fn behind(
@@ -267,8 +268,8 @@ pub(crate) trait Session: Send + Sync + Sized + 'static {
         prefer: Option<u32>,
     ) -> impl Future<Output = Result<(BTreeSet<u32>, Change), Fault>> + Send;
 
-    /// The marks of `free` slots (a missing mark is 0, an unreadable one `u64::MAX`); a store
-    /// may answer for fewer when some are unmarked (only those, at 0).
+    /// The marks of `free` slots (a missing mark is 0, an unreadable one `u64::MAX`), in one
+    /// round trip.
     fn marks_of(
         &self,
         neg: &Negotiation,

@@ -158,14 +158,14 @@ impl<'a, S: MarkStore> Holder<'a, S> {
     async fn look_again(&mut self) -> Result<Option<Duration>, Outcome> {
         self.foreign = None;
         if !self.unconfirmed.is_empty() {
-            // The change may be our own write whose reply was lost.
-            if let Some((version, value)) =
-                self.store.own_write(&self.claim, &self.unconfirmed).await
-            {
-                tracing::info!(mark = value, "an earlier mark write had gone through");
-                self.claim = recovered(&self.claim, version, value);
-                (self.in_store, self.force) = (value, true);
-                self.unconfirmed.clear();
+            // The change may be our own write whose reply was lost. Unreadable, a moved mark
+            // proves nothing: looked at again soon (the write that follows tells).
+            match self.found_own_write().await {
+                Ok(found) => self.force |= found,
+                Err(e @ (StoreError::SessionGone(_) | StoreError::Refused(_))) => {
+                    return Err(session_gone(&e, "reading our mark", self.holding()));
+                }
+                Err(_) => return Ok(Some(retry_wait(self.p))),
             }
         }
         let holding = self.holding();
@@ -237,18 +237,20 @@ impl<'a, S: MarkStore> Holder<'a, S> {
         .await;
         if matches!(written, Err(StoreError::Conflict(_))) && !self.unconfirmed.is_empty() {
             // An earlier write whose reply was lost may have gone through: if it carries this
-            // claim's token, carry on from there (never below the window).
-            if let Some((version, value)) = store.own_write(&self.claim, &self.unconfirmed).await {
-                tracing::info!(mark = value, "an earlier mark write had gone through");
-                self.claim = recovered(&self.claim, version, value);
-                self.unconfirmed.clear();
-                let now = p.now_tick();
-                want = self
-                    .h
-                    .to_write(self.claim.mark, window, now, true, waiting)
-                    .unwrap_or(window);
-                stored = stored_mark(p, want, self.h.short);
-                written = store.write(&self.claim, stored).await;
+            // claim's token, carry on from there (never below the window). Unreadable, the
+            // conflict proves nothing: the write is treated as unanswered.
+            match self.found_own_write().await {
+                Ok(true) => {
+                    let now = p.now_tick();
+                    want = self
+                        .h
+                        .to_write(self.claim.mark, window, now, true, waiting)
+                        .unwrap_or(window);
+                    stored = stored_mark(p, want, self.h.short);
+                    written = store.write(&self.claim, stored).await;
+                }
+                Ok(false) => {}
+                Err(e) => written = Err(e),
             }
         }
         let holding = self.holding();
@@ -316,6 +318,20 @@ impl<'a, S: MarkStore> Holder<'a, S> {
 }
 
 impl<S: MarkStore> Holder<'_, S> {
+    /// Whether one of the writes left unanswered went through (the claim then carries on from
+    /// it); an error if the store could not say.
+    async fn found_own_write(&mut self) -> Result<bool, StoreError> {
+        let Some((version, value)) = self.store.own_write(&self.claim, &self.unconfirmed).await?
+        else {
+            return Ok(false);
+        };
+        tracing::info!(mark = value, "an earlier mark write had gone through");
+        self.claim = recovered(&self.claim, version, value);
+        self.in_store = value;
+        self.unconfirmed.clear();
+        Ok(true)
+    }
+
     /// Says (once per change, as a lease record the fault campaign reads) how far the mark just
     /// written reaches: beyond the window (no one waits) or down at it.
     fn say_reach(&mut self, beyond: bool) {

@@ -84,7 +84,7 @@ pub async fn release<S: MarkStore>(
     let down = mark_down(claim.slot, claim.floor, highest);
     let mut written = store.write_down(claim, down).await;
     if matches!(written, Err(StoreError::Conflict(_))) && !unconfirmed.is_empty() {
-        if let Some((version, value)) = store.own_write(claim, unconfirmed).await {
+        if let Ok(Some((version, value))) = store.own_write(claim, unconfirmed).await {
             written = store
                 .write_down(&recovered(claim, version, value), down)
                 .await;

@@ -263,19 +263,29 @@ impl MarkStore for ZkMarks {
         }
     }
 
-    async fn own_write(&self, claim: &Claim<i32>, attempts: &[u64]) -> Option<(i32, u64)> {
-        if !self.ours(claim.slot).await.ok()? {
-            return None;
+    async fn own_write(
+        &self,
+        claim: &Claim<i32>,
+        attempts: &[u64],
+    ) -> Result<Option<(i32, u64)>, StoreError> {
+        match self.ours(claim.slot).await {
+            Ok(true) => {}
+            Ok(false) | Err(zk::Error::NoNode) => return Ok(None),
+            Err(e) => return Err(store_error(e)),
         }
-        let (data, stat) = self
-            .client
-            .get_data(&self.paths.mark(claim.slot))
-            .await
-            .ok()?;
-        let (value, token) = parse_mark_and_token(&data)?;
+        let (data, stat) = match self.client.get_data(&self.paths.mark(claim.slot)).await {
+            Ok(found) => found,
+            Err(zk::Error::NoNode) => return Ok(None),
+            Err(e) => return Err(store_error(e)),
+        };
+        let Some((value, token)) = parse_mark_and_token(&data) else {
+            return Ok(None);
+        };
         let ours = token == Some(claim.token_hex().as_str());
-        (ours && stat.version == claim.version + 1 && attempts.contains(&value))
-            .then_some((stat.version, value))
+        Ok(
+            (ours && stat.version == claim.version + 1 && attempts.contains(&value))
+                .then_some((stat.version, value)),
+        )
     }
 
     async fn write_down(&self, claim: &Claim<i32>, mark: u64) -> Result<(), StoreError> {

@@ -37,6 +37,13 @@ pub(crate) async fn record(session: &ZkSession, data: &[u8]) -> Result<Option<Re
     let (client, path) = (&session.client, session.paths.params());
     let mode = zk::CreateMode::Persistent.with_acls(acls(session.restricted));
     // Read first: nearly always recorded, and a create that finds the node is a transaction.
+    // Synced first: a follower that lags would show parameters since recorded anew, and an
+    // instance of the new ones would refuse to start over a disagreement that is not there
+    // (a sync is a round trip through the leader, not a transaction).
+    client
+        .sync(&path)
+        .await
+        .map_err(|e| context(e, &format!("cannot sync {path}")))?;
     let (data, stat) = match client.get_data(&path).await {
         Ok(r) => r,
         Err(zk::Error::NoNode) => match client.create(&path, data, &mode).await {

@@ -21,6 +21,7 @@ use crate::lease::identity::Record;
 use crate::lease::pool::{Change, Look, Negotiation, Recorded, Session, Took};
 use crate::lease::stop::Stop;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -35,6 +36,10 @@ pub struct ZkSession {
     /// Slots whose node this session may have created in a failed claim (ambiguous create,
     /// error after create): freed at the next claim if this session owns them.
     suspects: Mutex<BTreeSet<u32>>,
+    /// Whether this session may have a queue node it does not know the name of (a create
+    /// whose reply was lost, a leave that failed): from joining the queue until the node is
+    /// known gone. Only then does the next claim read the queue's nodes to find it.
+    queued: AtomicBool,
     /// The version of the pool's `params` node as agreed in this session: every slot is
     /// created in a `multi` that checks it.
     params_version: i32,
@@ -51,6 +56,7 @@ impl ZkSession {
             paths,
             restricted,
             suspects: Mutex::default(),
+            queued: AtomicBool::new(false),
             params_version: 0,
             identity: None,
         }
@@ -174,15 +180,22 @@ impl Session for ZkSession {
 
     async fn tidy(&self, _neg: &Negotiation, marks: &ZkMarks) -> Result<(), Fault> {
         // Queue nodes this session created earlier (a create whose reply was lost).
-        let queue = self.paths.queue();
-        for child in self.client.list_children(&queue).await? {
-            let path = format!("{queue}/{child}");
-            if let Ok((_, stat)) = self.client.get_data(&path).await {
-                if stat.ephemeral_owner == self.client.session_id().0 {
-                    tracing::info!(node = %child, "removing a queue node left by an earlier attempt");
-                    let _ = self.client.delete(&path, None).await;
+        if self.queued.load(Ordering::SeqCst) {
+            let queue = self.paths.queue();
+            let mut left = false;
+            for child in self.client.list_children(&queue).await? {
+                let path = format!("{queue}/{child}");
+                match self.client.get_data(&path).await {
+                    Ok((_, stat)) if stat.ephemeral_owner == self.client.session_id().0 => {
+                        tracing::info!(node = %child, "removing a queue node left by an earlier attempt");
+                        let gone = self.client.delete(&path, None).await;
+                        left |= !matches!(gone, Ok(()) | Err(zk::Error::NoNode));
+                    }
+                    Ok(_) | Err(zk::Error::NoNode) => {}
+                    Err(_) => left = true,
                 }
             }
+            self.queued.store(left, Ordering::SeqCst);
         }
         let suspects = std::mem::take(&mut *self.suspects());
         for slot in suspects {
@@ -194,6 +207,7 @@ impl Session for ZkSession {
     async fn enqueue(&self, _neg: &Negotiation, owner: &[u8]) -> Result<String, Fault> {
         let mode = zk::CreateMode::EphemeralSequential.with_acls(acls(self.restricted));
         let prefix = format!("{}/claim-", self.paths.queue());
+        self.queued.store(true, Ordering::SeqCst);
         let (_, seq) = self.client.create(&prefix, owner, &mode).await?;
         Ok(format!("claim-{seq}"))
     }
@@ -202,7 +216,7 @@ impl Session for ZkSession {
         &self,
         _neg: &Negotiation,
         me: &String,
-    ) -> Result<Option<(String, Change)>, Fault> {
+    ) -> Result<Option<(usize, String, Change)>, Fault> {
         let children = self.queue().await?;
         let pos = children
             .iter()
@@ -219,7 +233,7 @@ impl Session for ZkSession {
             // Gone already: look again at once.
             (None, _) => Box::pin(async {}),
         };
-        Ok(Some((format!("{pos} ahead"), change)))
+        Ok(Some((pos, format!("{pos} ahead"), change)))
     }
 
     async fn behind(&self, _neg: &Negotiation, me: &String) -> Result<Vec<Option<Owner>>, Fault> {
@@ -235,10 +249,13 @@ impl Session for ZkSession {
     }
 
     async fn leave(&self, _neg: &Negotiation, me: &String) {
-        let _ = self
+        let gone = self
             .client
             .delete(&format!("{}/{me}", self.paths.queue()), None)
             .await;
+        if matches!(gone, Ok(()) | Err(zk::Error::NoNode)) {
+            self.queued.store(false, Ordering::SeqCst);
+        }
     }
 
     async fn held(
@@ -265,21 +282,7 @@ impl Session for ZkSession {
     }
 
     async fn marks_of(&self, _neg: &Negotiation, free: &[u32]) -> Result<Vec<(u32, u64)>, Fault> {
-        let marked: BTreeSet<u32> = self
-            .client
-            .list_children(&self.paths.marks())
-            .await?
-            .iter()
-            .filter_map(|c| c.parse().ok())
-            .collect();
-        let unmarked: Vec<(u32, u64)> = free
-            .iter()
-            .filter(|n| !marked.contains(n))
-            .map(|&n| (n, 0))
-            .collect();
-        if !unmarked.is_empty() {
-            return Ok(unmarked);
-        }
+        // One round trip: a missing mark answers with an error of its own, read as 0.
         let mut reader = self.client.new_multi_reader();
         for &n in free {
             reader.add_get_data(&self.paths.mark(n))?;
@@ -325,6 +328,8 @@ impl Session for ZkSession {
         let commit = w.commit();
         let early = marks.read_sent(slot);
         match commit.await {
+            // The queue node went with the take.
+            Ok(_) if place.is_some() => self.queued.store(false, Ordering::SeqCst),
             Ok(_) => {}
             Err(zk::MultiWriteError::OperationFailed {
                 index,
