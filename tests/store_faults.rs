@@ -73,6 +73,49 @@ async fn a_release_hands_over_at_once<S: Store>() {
     b.stop_ok().await;
 }
 
+/// A start beside a holder, with no one queued, does not queue: in a slot used before it
+/// writes only the take and its first mark (and ZooKeeper's session), counted by the store —
+/// where queueing would add the queue entry. It takes the free slot above its last mark.
+async fn a_start_beside_a_holder_does_not_queue<S: Store>() {
+    let s = S::single();
+    let args = [
+        "--pool-size",
+        "2",
+        "--cluster-id",
+        "6",
+        "--lease-horizon",
+        "2s",
+        "--idle-horizon",
+        "40s",
+    ];
+    let mut a = s.start(&args).await;
+    a.wait_ready(Duration::from_secs(15)).await;
+    let from_a = a.take(100).await.unwrap();
+    let mut b = s.start(&args).await;
+    b.wait_ready(Duration::from_secs(15)).await;
+    let from_b = b.take(100).await.unwrap();
+    b.stop_ok().await;
+    // The holder's own writes after its start are over (it is idle from here on).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let w0 = s.writes();
+    let mut c = s.start(&args).await;
+    c.wait_ready(Duration::from_secs(15)).await;
+    let writes = s.writes() - w0;
+    let session = u64::from(s.target()[0] == "--zk");
+    assert!(
+        writes <= 2 + session,
+        "a start beside a holder cost {writes} store writes"
+    );
+    let from_c = c.take(100).await.unwrap();
+    assert!(from_a.iter().all(|id| generator(*id) == 0));
+    assert!(from_b.iter().chain(&from_c).all(|id| generator(*id) == 1));
+    let b_highest = from_b.iter().map(|id| ts(*id)).max().unwrap();
+    assert!(from_c.iter().all(|id| ts(*id) > b_highest));
+    assert_unique(&[from_a, from_b, from_c].concat());
+    c.stop_ok().await;
+    a.stop_ok().await;
+}
+
 /// kill -9 of a holder: its slot frees when the store expires its session or lease (not
 /// before: with 6 s to expiry and a mark only 1 s ahead, the slot outlives the process and its
 /// mark by 4 s or more), and the successor waits past the mark: no ID shared.
@@ -502,6 +545,10 @@ macro_rules! store_faults {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn a_release_hands_over_at_once() {
                 super::a_release_hands_over_at_once::<$s>().await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_start_beside_a_holder_does_not_queue() {
+                super::a_start_beside_a_holder_does_not_queue::<$s>().await
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn a_killed_holder_is_taken_over_after_expiry() {

@@ -199,6 +199,62 @@ impl Session for EtcdSession {
         Ok(())
     }
 
+    /// A read-only transaction (served as a read, not through the log): the queue counted,
+    /// the slot keys, the marks.
+    async fn glance(
+        &self,
+        neg: &Negotiation,
+        _prefer: Option<u32>,
+    ) -> Result<Option<Vec<(u32, u64)>>, Fault> {
+        let read = |r: rpc::RangeRequest| rpc::RequestOp {
+            request: Some(rpc::request_op::Request::RequestRange(r)),
+        };
+        let (slots, marks) = (self.paths.slots(), self.paths.marks());
+        let req = rpc::TxnRequest {
+            compare: vec![],
+            success: vec![
+                read(rpc::RangeRequest {
+                    count_only: true,
+                    ..range(&self.paths.queue())
+                }),
+                read(rpc::RangeRequest {
+                    keys_only: true,
+                    ..range(&slots)
+                }),
+                read(range(&marks)),
+            ],
+            failure: vec![],
+        };
+        let r = self.etcd.txn("looking at the pool", req).await?;
+        let queued = match r.responses.first().and_then(|o| o.response.as_ref()) {
+            Some(rpc::response_op::Response::ResponseRange(q)) => q.count,
+            _ => return Ok(None),
+        };
+        let mut held = BTreeSet::new();
+        for kv in range_kvs(&r, 1) {
+            // Ours (a lost lease of it, a reply lost): the queue's path frees it for us.
+            if kv.lease == self.lease {
+                return Ok(None);
+            }
+            held.extend(slot_of(&kv.key, &slots));
+        }
+        if queued > 0 {
+            return Ok(None);
+        }
+        let found: BTreeMap<u32, u64> = range_kvs(&r, 2)
+            .iter()
+            .filter_map(|kv| {
+                let mark = parse_mark(&kv.value).unwrap_or(u64::MAX);
+                Some((slot_of(&kv.key, &marks)?, mark))
+            })
+            .collect();
+        let free = (0..neg.cfg.pool_size).filter(|n| !held.contains(n));
+        Ok(Some(
+            free.map(|n| (n, found.get(&n).copied().unwrap_or(0)))
+                .collect(),
+        ))
+    }
+
     /// Puts our queue key (keeping it if it is there already).
     async fn enqueue(&self, neg: &Negotiation, owner: &[u8]) -> Result<(String, i64), Fault> {
         let me = self.queue_key();

@@ -7,6 +7,10 @@
 //!   together claim together, not one after another. Two that rank differently (they read at
 //!   different moments) try the same slot; the take is the fence, the loser looks again. A
 //!   spare waits its turn (the head decides whether it gives way).
+//! - Before that, with no contender queued: take a free slot at once, without queueing (one
+//!   look — the queue, the held slots and the marks in one read — and the take): the preferred
+//!   slot if free, else the lowest mark if the clock is past it. Taken first by another, the
+//!   claim queues as below.
 //! - As head: list the held slots (our own leftovers — a slot of this session whose lease was
 //!   lost — count as free). Prefer the slot held before; else the free slot with the lowest
 //!   mark (no mark means 0, so unused slots go first, lowest number first).
@@ -139,6 +143,12 @@ async fn claim<S: Session>(
         }
         return result;
     }
+    if !p.part.is_spare() {
+        if let Some(c) = unqueued(neg, session, marks, prefer, &owner, history).await? {
+            p.part.set_holding(true);
+            return Ok(c);
+        }
+    }
     let place = session.enqueue(neg, &owner).await?;
     let result = async {
         let at = (&owner[..], &place);
@@ -161,6 +171,43 @@ async fn claim<S: Session>(
         session.leave(neg, &place).await;
     }
     result
+}
+
+/// With no contender queued, takes a free slot without queueing (a look and the take): `prefer`
+/// if it is free, else the lowest mark if the clock is past it. `None`: queue as usual (someone
+/// is queued, no such slot, or another contender took it first).
+async fn unqueued<S: Session>(
+    neg: &Negotiation,
+    session: &S,
+    marks: &S::Marks,
+    prefer: Option<u32>,
+    owner: &[u8],
+    history: &mut ClaimHistory,
+) -> Result<Option<Taken<S::Marks>>, Failed> {
+    let Some(free) = session.glance(neg, prefer).await? else {
+        return Ok(None);
+    };
+    // An empty pool is where many start together (a fleet's first start): they queue, where
+    // they claim together without trying the same slot.
+    if free.len() >= neg.cfg.pool_size as usize {
+        return Ok(None);
+    }
+    let free: Vec<(u64, u32)> = free
+        .into_iter()
+        .filter(|(n, _)| !history.skip.contains(n))
+        .map(|(n, mark)| (mark, n))
+        .collect();
+    let slot = match prefer.filter(|s| free.iter().any(|(_, n)| n == s)) {
+        Some(s) => s,
+        None => match free.into_iter().min() {
+            Some((mark, n)) if mark < neg.proto.now_tick() => n,
+            _ => return Ok(None),
+        },
+    };
+    match try_slot(neg, session, marks, (slot, owner), None, history).await? {
+        Tried::Claimed(c) => Ok(Some(c)),
+        Tried::Taken | Tried::Skipped => Ok(None),
+    }
 }
 
 /// Waits until no contender is ahead (`None`), or claims a slot by rank on the way (see the

@@ -233,6 +233,15 @@ pub(crate) trait Session: Send + Sync + Sized + 'static {
         marks: &Self::Marks,
     ) -> impl Future<Output = Result<(), Fault>> + Send;
 
+    /// Before queueing, in one read: the free slots with their marks (as
+    /// [`Session::marks_of`] reads them) if no contender is queued; `None` if one is, or if
+    /// a slot of this session may be held (`prefer` held: the queue's path lets it go).
+    fn glance(
+        &self,
+        neg: &Negotiation,
+        prefer: Option<u32>,
+    ) -> impl Future<Output = Result<Option<Vec<(u32, u64)>>, Fault>> + Send;
+
     /// Joins the queue with `owner`: our place.
     fn enqueue(
         &self,

@@ -1,5 +1,5 @@
 //! The pool as seen from ZooKeeper: gauges for metrics (watches on `slots/` and `queue/`,
-//! re-read at most once a second; while the session is down they keep their last values, and
+//! re-read on a change, at most once a second; while the session is down they keep their last values, and
 //! `idcar_zk_session_state` says so), and the report behind `idcar pool`.
 
 use super::tree::{parse_mark, parse_owner};
@@ -11,7 +11,7 @@ use crate::lease::pool::report::{
 use crate::metrics::Metrics;
 use prometheus::IntGauge;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
 use zookeeper_client as zk;
 
@@ -70,14 +70,18 @@ async fn follow(
     count: impl Fn(&[String]) -> usize,
     gauge: IntGauge,
 ) {
+    // At most one re-list a second per instance (65 instances starting together must not turn
+    // every change into a herd of reads), at once after a quiet second.
+    let mut listed: Option<Instant> = None;
     loop {
+        if let Some(at) = listed {
+            tokio::time::sleep_until((at + Duration::from_secs(1)).into()).await;
+        }
+        listed = Some(Instant::now());
         match client.list_and_watch_children(&path).await {
             Ok((children, watcher)) => {
                 gauge.set(count(&children) as i64);
                 watcher.changed().await;
-                // At most one re-list a second per instance: 65 instances starting together
-                // must not turn every change into a herd of reads.
-                tokio::time::sleep(Duration::from_secs(1)).await;
             }
             Err(e) if session_gone(&e) => return,
             Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,

@@ -204,6 +204,44 @@ impl Session for ZkSession {
         Ok(())
     }
 
+    async fn glance(
+        &self,
+        neg: &Negotiation,
+        prefer: Option<u32>,
+    ) -> Result<Option<Vec<(u32, u64)>>, Fault> {
+        let pool = neg.cfg.pool_size;
+        let mut reader = self.client.new_multi_reader();
+        reader.add_get_children(&self.paths.queue())?;
+        reader.add_get_children(&self.paths.slots())?;
+        for n in 0..pool {
+            reader.add_get_data(&self.paths.mark(n))?;
+        }
+        let mut results = reader.commit().await?.into_iter();
+        let mut children = || match results.next() {
+            Some(zk::MultiReadResult::Children { children }) => Some(children),
+            _ => None,
+        };
+        let (Some(queue), Some(slots)) = (children(), children()) else {
+            return Ok(None);
+        };
+        let held = Self::held_of(&slots, pool);
+        if queue.iter().any(|c| c.starts_with("claim-"))
+            || prefer.is_some_and(|p| held.contains(&p))
+        {
+            return Ok(None);
+        }
+        let free = (0..pool).zip(results).filter(|(n, _)| !held.contains(n));
+        Ok(Some(
+            free.map(|(n, r)| match r {
+                zk::MultiReadResult::Data { data, .. } => {
+                    (n, parse_mark(&data).unwrap_or(u64::MAX))
+                }
+                _ => (n, 0),
+            })
+            .collect(),
+        ))
+    }
+
     async fn enqueue(&self, _neg: &Negotiation, owner: &[u8]) -> Result<String, Fault> {
         let mode = zk::CreateMode::EphemeralSequential.with_acls(acls(self.restricted));
         let prefix = format!("{}/claim-", self.paths.queue());
