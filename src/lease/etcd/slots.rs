@@ -286,12 +286,14 @@ impl Session for EtcdSession {
 
     async fn ahead(
         &self,
-        _neg: &Negotiation,
+        neg: &Negotiation,
         (me, place): &(String, i64),
     ) -> Result<Option<(usize, String, Change)>, Fault> {
-        // Every key ahead (keys only): their number is our place; the nearest comes first.
-        // (A range's count is taken before its revision filter, so it cannot say.)
+        // The keys ahead (keys only), the nearest first: their number is our place, counted up
+        // to the pool's size (a place beyond it takes nothing by rank). A range's count is
+        // taken before its revision filter, so it cannot say; its limit, after.
         let req = rpc::RangeRequest {
+            limit: i64::from(neg.cfg.pool_size),
             sort_order: SortOrder::Descend as i32,
             sort_target: SortTarget::Create as i32,
             max_create_revision: place - 1,

@@ -206,7 +206,8 @@ async fn unqueued<S: Session>(
     };
     match try_slot(neg, session, marks, (slot, owner), None, history).await? {
         Tried::Claimed(c) => Ok(Some(c)),
-        Tried::Taken | Tried::Skipped => Ok(None),
+        Tried::Taken => Ok(None),
+        Tried::Skipped => Err(unreadable()),
     }
 }
 
@@ -220,7 +221,6 @@ async fn wait_for_turn<S: Session>(
     (owner, place): (&[u8], &S::Place),
     history: &mut ClaimHistory,
 ) -> Result<Option<Taken<S::Marks>>, Failed> {
-    let spare = neg.proto.part.is_spare();
     // Slots lost to another contender's take: a few are looked at again at once, then the
     // contender ahead is waited for.
     let mut lost = 0;
@@ -230,6 +230,8 @@ async fn wait_for_turn<S: Session>(
         let Some((n, ahead, change)) = session.ahead(neg, place).await? else {
             return Ok(None);
         };
+        // A spare (another part of this instance took a slot meanwhile) waits its turn.
+        let spare = neg.proto.part.is_spare();
         if !spare && lost < 3 && n < neg.cfg.pool_size as usize {
             if let Some(slot) = ranked_slot(neg, session, marks, prefer, n, history).await? {
                 match try_slot(neg, session, marks, (slot, owner), Some(place), history).await? {

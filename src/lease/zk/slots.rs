@@ -85,6 +85,18 @@ impl ZkSession {
     }
 }
 
+/// A mark as a multi read answered: missing reads 0; unreadable (or unreadable for us) reads
+/// `u64::MAX`, so that it is tried last, and only by the head.
+fn mark_read(r: zk::MultiReadResult) -> u64 {
+    match r {
+        zk::MultiReadResult::Data { data, .. } => parse_mark(&data).unwrap_or(u64::MAX),
+        zk::MultiReadResult::Error {
+            err: zk::Error::NoNode,
+        } => 0,
+        _ => u64::MAX,
+    }
+}
+
 impl Session for ZkSession {
     type Marks = ZkMarks;
     type Place = String;
@@ -179,23 +191,28 @@ impl Session for ZkSession {
     }
 
     async fn tidy(&self, _neg: &Negotiation, marks: &ZkMarks) -> Result<(), Fault> {
-        // Queue nodes this session created earlier (a create whose reply was lost).
+        // Queue nodes this session created earlier (a create whose reply was lost): none may
+        // be left before the claim goes on (it would stand at the head of the queue, never
+        // moving, until the session ends), so a failure here fails the claim (retried).
         if self.queued.load(Ordering::SeqCst) {
             let queue = self.paths.queue();
-            let mut left = false;
+            // A create whose reply was lost may not be on a server that lags yet.
+            self.client.sync(&queue).await?;
             for child in self.client.list_children(&queue).await? {
                 let path = format!("{queue}/{child}");
-                match self.client.get_data(&path).await {
-                    Ok((_, stat)) if stat.ephemeral_owner == self.client.session_id().0 => {
-                        tracing::info!(node = %child, "removing a queue node left by an earlier attempt");
-                        let gone = self.client.delete(&path, None).await;
-                        left |= !matches!(gone, Ok(()) | Err(zk::Error::NoNode));
+                // `exists` needs no permission to read the node.
+                let Some(stat) = self.client.check_stat(&path).await? else {
+                    continue;
+                };
+                if stat.ephemeral_owner == self.client.session_id().0 {
+                    tracing::info!(node = %child, "removing a queue node left by an earlier attempt");
+                    match self.client.delete(&path, None).await {
+                        Ok(()) | Err(zk::Error::NoNode) => {}
+                        Err(e) => return Err(e.into()),
                     }
-                    Ok(_) | Err(zk::Error::NoNode) => {}
-                    Err(_) => left = true,
                 }
             }
-            self.queued.store(left, Ordering::SeqCst);
+            self.queued.store(false, Ordering::SeqCst);
         }
         let suspects = std::mem::take(&mut *self.suspects());
         for slot in suspects {
@@ -231,15 +248,7 @@ impl Session for ZkSession {
             return Ok(None);
         }
         let free = (0..pool).zip(results).filter(|(n, _)| !held.contains(n));
-        Ok(Some(
-            free.map(|(n, r)| match r {
-                zk::MultiReadResult::Data { data, .. } => {
-                    (n, parse_mark(&data).unwrap_or(u64::MAX))
-                }
-                _ => (n, 0),
-            })
-            .collect(),
-        ))
+        Ok(Some(free.map(|(n, r)| (n, mark_read(r))).collect()))
     }
 
     async fn enqueue(&self, _neg: &Negotiation, owner: &[u8]) -> Result<String, Fault> {
@@ -329,12 +338,7 @@ impl Session for ZkSession {
         let marks: BTreeMap<u32, u64> = free
             .iter()
             .zip(results)
-            .map(|(&n, r)| match r {
-                zk::MultiReadResult::Data { data, .. } => {
-                    (n, parse_mark(&data).unwrap_or(u64::MAX))
-                }
-                _ => (n, 0),
-            })
+            .map(|(&n, r)| (n, mark_read(r)))
             .collect();
         Ok(marks.into_iter().collect())
     }
