@@ -625,6 +625,17 @@ impl Running {
         ended(self.task).await
     }
 
+    /// Waits (up to 5 s) until a write has turned the store's mode to `mode`.
+    async fn wait_mode(&self, mode: u32, what: &str) {
+        for _ in 0..1_000 {
+            if self.mode.load(Ordering::SeqCst) == mode {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(self.mode.load(Ordering::SeqCst), mode, "{what}");
+    }
+
     fn losses(&self, reason: &str) -> u64 {
         self.metrics.lease.losses.with_label_values(&[reason]).get()
     }
@@ -692,13 +703,7 @@ async fn lost_reply_recovered_only_with_our_token<F: Fixture>() {
 
     r.mode.store(DROP, Ordering::SeqCst);
     // The dropped write turns the store to FAIL: its value is then the last one recorded.
-    for _ in 0..1_000 {
-        if r.mode.load(Ordering::SeqCst) == FAIL {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    assert_eq!(r.mode.load(Ordering::SeqCst), FAIL, "a write was dropped");
+    r.wait_mode(FAIL, "a write was dropped").await;
     let tried = *r.written.lock().unwrap().last().unwrap();
     f.foreign_write(tried).await;
     r.mode.store(PASS, Ordering::SeqCst);
@@ -716,13 +721,7 @@ async fn a_lost_reply_not_yet_readable_is_not_a_theft<F: Fixture>() {
     let mut r = run(f.holder().await, Arc::new(SystemClock), PASS).await;
     let w1 = r.window(|_| true).await;
     r.mode.store(LOSE_REPLY_THEN_BLIND, Ordering::SeqCst);
-    for _ in 0..1_000 {
-        if r.mode.load(Ordering::SeqCst) == BLIND {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    assert_eq!(r.mode.load(Ordering::SeqCst), BLIND, "a reply was lost");
+    r.wait_mode(BLIND, "a reply was lost").await;
     // Several passes and watch wakes while our write cannot be read back.
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert_eq!(r.losses("stolen"), 0, "our own write taken for a theft");
