@@ -27,6 +27,8 @@ trait Fixture: Send + Sync + Sized + 'static {
     /// Puts an entry at the head of the queue of [`pool`]'s namespace (which must exist) that
     /// never moves: a contender that does not leave.
     async fn stuck_in_queue(&self);
+    /// A count that grows with every entry ever put in [`pool`]'s queue (which must exist).
+    async fn queue_entries(&self) -> u64;
 }
 
 /// [`pool`]'s queue.
@@ -55,6 +57,11 @@ impl Fixture for ZkFixture {
             .create(&format!("{QUEUE}/claim-"), b"", &mode)
             .await
             .unwrap();
+    }
+    async fn queue_entries(&self) -> u64 {
+        // Each child created or deleted bumps the node's child version.
+        let (_, stat) = self.0.client().await.get_data(QUEUE).await.unwrap();
+        stat.cversion as u64
     }
 }
 
@@ -85,6 +92,30 @@ impl Fixture for EtcdFixture {
             ..Default::default()
         };
         self.0.client().await.txn("planting", req).await.unwrap();
+    }
+    async fn queue_entries(&self) -> u64 {
+        // The queue keys created at each revision so far, read at that revision (an entry
+        // lives from its put to its take or delete, at least the revision it was put at).
+        use idcar_etcd_api::etcdserverpb as rpc;
+        let client = self.0.client().await;
+        let prefix = format!("{QUEUE}/").into_bytes();
+        let range = |revision: i64| rpc::RangeRequest {
+            key: prefix.clone(),
+            range_end: idcar::lease::etcd::client::prefix_end(&prefix),
+            revision,
+            min_create_revision: revision,
+            max_create_revision: revision,
+            keys_only: true,
+            ..Default::default()
+        };
+        let now = client.range("now", range(0)).await.unwrap();
+        let last = now.header.unwrap().revision;
+        let mut entries = 0;
+        for revision in 1..=last.min(10_000) {
+            let r = client.range("history", range(revision)).await.unwrap();
+            entries += r.kvs.len() as u64;
+        }
+        entries
     }
 }
 
@@ -237,6 +268,27 @@ async fn contenders_claim_together<F: Fixture>() {
     }
 }
 
+/// Contenders that start together beside a holder, with no one queued, claim without queueing:
+/// one that finds its slot taken first tries the next (the order every one of them read).
+async fn starts_together_beside_a_holder_do_not_queue<F: Fixture>() {
+    let f = F::new();
+    let a = f.start(pool(8, None));
+    assert_eq!(held(&a, LIMIT).await.slot, 0);
+    let before = f.queue_entries().await;
+    // Three: each take lost is another one's success, so the third try always finds a slot.
+    let together: Vec<LeaseHandle> = (0..3).map(|_| f.start(pool(8, None))).collect();
+    let mut slots = Vec::new();
+    for l in &together {
+        slots.push(held(l, Duration::from_secs(5)).await.slot);
+    }
+    slots.sort_unstable();
+    assert_eq!(slots, [1, 2, 3], "the lowest free slots, one each");
+    assert_eq!(f.queue_entries().await, before, "a contender queued");
+    for l in together.into_iter().chain([a]) {
+        l.release(None).await.unwrap();
+    }
+}
+
 /// Large pools are claimed by random probes: every instance holds a slot of its own in the
 /// pool, and the slot preferred is taken when free.
 async fn large_pools_are_probed<F: Fixture>() {
@@ -279,6 +331,10 @@ macro_rules! negotiation {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn contenders_claim_together() {
                 super::contenders_claim_together::<$fixture>().await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn starts_together_beside_a_holder_do_not_queue() {
+                super::starts_together_beside_a_holder_do_not_queue::<$fixture>().await
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn large_pools_are_probed() {

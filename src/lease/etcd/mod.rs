@@ -31,6 +31,7 @@ mod marks;
 pub mod pool;
 mod session;
 mod slots;
+mod take;
 mod watches;
 
 pub use access::EtcdAccess;

@@ -12,13 +12,12 @@
 //!   first write).
 
 use super::client::{prefix_end, Etcd};
-use super::marks::{absent, cmp, delete, get, put, range_kvs, stored, witness, EtcdMarks};
+use super::marks::{absent, delete, get, put, range_kvs, EtcdMarks};
 use super::{session, EtcdError};
 use crate::lease::identity::Record;
 use crate::lease::pool::tree::{parse_mark, parse_owner, Owner, Paths};
 use crate::lease::pool::{Change, Fault, Look, Negotiation, Recorded, Session, Took};
 use idcar_etcd_api::etcdserverpb as rpc;
-use idcar_etcd_api::etcdserverpb::compare::{CompareTarget, TargetUnion};
 use idcar_etcd_api::etcdserverpb::range_request::{SortOrder, SortTarget};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -36,10 +35,10 @@ pub struct EtcdSession {
     pub(crate) ttl: Duration,
     pub(crate) paths: Paths,
     /// The `mod_revision` of the pool's `params` as agreed under this lease.
-    params_revision: i64,
+    pub(super) params_revision: i64,
     /// Its `create_revision`: the pool's identity, compared by every claim and mark write (0:
     /// not compared, a planted bug for the campaign).
-    params_created: i64,
+    pub(super) params_created: i64,
 }
 
 impl EtcdSession {
@@ -200,7 +199,9 @@ impl Session for EtcdSession {
     }
 
     /// A read-only transaction (served as a read, not through the log): the queue counted,
-    /// the slot keys, the marks.
+    /// the slot keys, the marks — serializable, answered by the member at hand without a
+    /// round of the quorum. A stale look costs at most a lost take (the take is the fence and
+    /// reads the mark afresh) or a claim past a contender who queued just now.
     async fn glance(
         &self,
         neg: &Negotiation,
@@ -215,13 +216,18 @@ impl Session for EtcdSession {
             success: vec![
                 read(rpc::RangeRequest {
                     count_only: true,
+                    serializable: true,
                     ..range(&self.paths.queue())
                 }),
                 read(rpc::RangeRequest {
                     keys_only: true,
+                    serializable: true,
                     ..range(&slots)
                 }),
-                read(range(&marks)),
+                read(rpc::RangeRequest {
+                    serializable: true,
+                    ..range(&marks)
+                }),
             ],
             failure: vec![],
         };
@@ -363,8 +369,14 @@ impl Session for EtcdSession {
     }
 
     async fn marks_of(&self, _neg: &Negotiation, free: &[u32]) -> Result<Vec<(u32, u64)>, Fault> {
+        // Serializable (the member at hand answers): only the order in which free slots are
+        // tried; the take reads the mark it fences on afresh.
         let dir = self.paths.marks();
-        let r = self.etcd.range("reading the marks", range(&dir)).await?;
+        let req = rpc::RangeRequest {
+            serializable: true,
+            ..range(&dir)
+        };
+        let r = self.etcd.range("reading the marks", req).await?;
         let marks: BTreeMap<u32, u64> = r
             .kvs
             .iter()
@@ -380,7 +392,8 @@ impl Session for EtcdSession {
     }
 
     /// Puts `slots/N` and reads `marks/N` and `witness/N` in one transaction, while the pool's
-    /// parameters are still the ones agreed. The floor is the higher of the two.
+    /// parameters are still the ones agreed (see [`super::take`]). The floor is the higher of
+    /// the two.
     async fn take(
         &self,
         _neg: &Negotiation,
@@ -389,60 +402,19 @@ impl Session for EtcdSession {
         owner: &[u8],
         place: Option<&(String, i64)>,
     ) -> Result<Took<i64>, Fault> {
-        let params = self.paths.params();
-        let (slot_key, mark_key) = (self.paths.slot(slot), self.paths.mark(slot));
-        let fence = [
-            cmp(
-                &params,
-                CompareTarget::Mod,
-                TargetUnion::ModRevision(self.params_revision),
-            ),
-            absent(&slot_key),
-        ];
-        let identity = (self.params_created != 0).then(|| {
-            cmp(
-                &params,
-                CompareTarget::Create,
-                TargetUnion::CreateRevision(self.params_created),
-            )
-        });
-        let req = rpc::TxnRequest {
-            compare: fence.into_iter().chain(identity).collect(),
-            // The queue is left in the same transaction (after the reads: their indices stay).
-            success: [
-                put(&slot_key, owner.to_vec(), self.lease),
-                get(&mark_key),
-                get(&self.paths.witness(slot)),
-            ]
-            .into_iter()
-            .chain(place.map(|(me, _)| delete(me)))
-            .collect(),
-            failure: vec![get(&params)],
-        };
-        let r = self.etcd.txn("claiming a slot", req).await?;
-        if !r.succeeded {
-            let now = range_kvs(&r, 0)
-                .first()
-                .map_or((0, 0), |kv| (kv.mod_revision, kv.create_revision));
-            if now.0 != self.params_revision
-                || (self.params_created != 0 && now.1 != self.params_created)
-            {
-                // Agreed again under a new lease (and refused if they differ now).
-                return Err(Fault::SessionGone(format!(
-                    "the pool's parameters changed under us ({params}); agreeing again"
-                )));
-            }
-            return Ok(Took::Taken);
-        }
-        match stored(range_kvs(&r, 1).first(), &mark_key) {
-            Ok(mut s) => {
-                if marks.witness {
-                    s.mark = s.mark.max(witness(range_kvs(&r, 2).first()));
-                }
-                Ok(Took::Claimed(s))
-            }
-            Err(why) => Ok(Took::Unreadable(why)),
-        }
+        let queued = place.map(|(me, _)| me.as_str());
+        let (_, took) = self.take_one_of(marks, &[slot], owner, queued).await?;
+        Ok(took)
+    }
+
+    async fn take_first(
+        &self,
+        _neg: &Negotiation,
+        marks: &EtcdMarks,
+        slots: &[u32],
+        owner: &[u8],
+    ) -> Result<(u32, Took<i64>), Fault> {
+        self.take_one_of(marks, slots, owner, None).await
     }
 
     async fn let_go(&self, marks: &EtcdMarks, slot: u32) -> bool {

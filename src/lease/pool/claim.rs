@@ -9,8 +9,9 @@
 //!   spare waits its turn (the head decides whether it gives way).
 //! - Before that, with no contender queued: take a free slot at once, without queueing (one
 //!   look — the queue, the held slots and the marks in one read — and the take): the preferred
-//!   slot if free, else the lowest mark if the clock is past it. Taken first by another, the
-//!   claim queues as below.
+//!   slot if free, else the lowest mark if the clock is past it. Taken first by another (several
+//!   start together), the next in that order, up to three takes; then the claim queues as
+//!   below.
 //! - As head: list the held slots (our own leftovers — a slot of this session whose lease was
 //!   lost — count as free). Prefer the slot held before; else the free slot with the lowest
 //!   mark (no mark means 0, so unused slots go first, lowest number first).
@@ -144,7 +145,7 @@ async fn claim<S: Session>(
         return result;
     }
     if !p.part.is_spare() {
-        if let Some(c) = unqueued(neg, session, marks, prefer, &owner, history).await? {
+        if let Some(c) = unqueued(neg, session, marks, prefer, history).await? {
             p.part.set_holding(true);
             return Ok(c);
         }
@@ -152,7 +153,7 @@ async fn claim<S: Session>(
     let place = session.enqueue(neg, &owner).await?;
     let result = async {
         let at = (&owner[..], &place);
-        if let Some(c) = wait_for_turn(neg, session, marks, prefer, at, history).await? {
+        if let Some(c) = wait_for_turn(neg, session, marks, prefer, &place, history).await? {
             return Ok(c);
         }
         take_slot(neg, session, marks, prefer, at, history, &mut wanted).await
@@ -174,14 +175,15 @@ async fn claim<S: Session>(
 }
 
 /// With no contender queued, takes a free slot without queueing (a look and the take): `prefer`
-/// if it is free, else the lowest mark if the clock is past it. `None`: queue as usual (someone
-/// is queued, no such slot, or another contender took it first).
+/// if it is free, else the lowest mark if the clock is past it — and, taken first by another
+/// contender (several arrive together), the next of that order, up to [`RACES`] slots in all
+/// ([`Session::take_first`]: one round trip in etcd).
+/// `None`: queue as usual (someone is queued, no such slot, or every one tried was taken).
 async fn unqueued<S: Session>(
     neg: &Negotiation,
     session: &S,
     marks: &S::Marks,
     prefer: Option<u32>,
-    owner: &[u8],
     history: &mut ClaimHistory,
 ) -> Result<Option<Taken<S::Marks>>, Failed> {
     let Some(free) = session.glance(neg, prefer).await? else {
@@ -192,23 +194,53 @@ async fn unqueued<S: Session>(
     if free.len() >= neg.cfg.pool_size as usize {
         return Ok(None);
     }
-    let free: Vec<(u64, u32)> = free
+    let order: Vec<u32> = by_mark(free, prefer, neg.proto.now_tick(), history)
         .into_iter()
-        .filter(|(n, _)| !history.skip.contains(n))
-        .map(|(n, mark)| (mark, n))
+        .take(RACES)
         .collect();
-    let slot = match prefer.filter(|s| free.iter().any(|(_, n)| n == s)) {
-        Some(s) => s,
-        None => match free.into_iter().min() {
-            Some((mark, n)) if mark < neg.proto.now_tick() => n,
-            _ => return Ok(None),
-        },
-    };
-    match try_slot(neg, session, marks, (slot, owner), None, history).await? {
+    if order.is_empty() {
+        return Ok(None);
+    }
+    let owner = neg.owner(session.owner_id());
+    let (slot, took) = session.take_first(neg, marks, &order, &owner).await?;
+    match tried(session, marks, slot, took, history).await {
         Tried::Claimed(c) => Ok(Some(c)),
         Tried::Taken => Ok(None),
         Tried::Skipped => Err(unreadable()),
     }
+}
+
+/// Slots lost to other contenders before a claim waits for its turn instead (in ZooKeeper each
+/// a round trip and a logged failed transaction; in etcd tried in one transaction without the
+/// queue).
+const RACES: usize = 3;
+
+/// The order in which free slots are tried (`free`: slot and mark): `prefer` first if it is
+/// free (whatever its mark), then those whose mark the clock is past, lowest mark first (ties
+/// to the lower slot). Slots this process never takes are left out.
+fn by_mark(
+    free: impl IntoIterator<Item = (u32, u64)>,
+    prefer: Option<u32>,
+    now: u64,
+    history: &ClaimHistory,
+) -> Vec<u32> {
+    let mut preferred = None;
+    let mut past: Vec<(u64, u32)> = Vec::new();
+    for (n, mark) in free {
+        if history.skip.contains(&n) {
+            continue;
+        }
+        if Some(n) == prefer {
+            preferred = Some(n);
+        } else if mark < now {
+            past.push((mark, n));
+        }
+    }
+    past.sort_unstable();
+    preferred
+        .into_iter()
+        .chain(past.into_iter().map(|(_, n)| n))
+        .collect()
 }
 
 /// Waits until no contender is ahead (`None`), or claims a slot by rank on the way (see the
@@ -218,7 +250,7 @@ async fn wait_for_turn<S: Session>(
     session: &S,
     marks: &S::Marks,
     prefer: Option<u32>,
-    (owner, place): (&[u8], &S::Place),
+    place: &S::Place,
     history: &mut ClaimHistory,
 ) -> Result<Option<Taken<S::Marks>>, Failed> {
     // Slots lost to another contender's take: a few are looked at again at once, then the
@@ -232,9 +264,9 @@ async fn wait_for_turn<S: Session>(
         };
         // A spare (another part of this instance took a slot meanwhile) waits its turn.
         let spare = neg.proto.part.is_spare();
-        if !spare && lost < 3 && n < neg.cfg.pool_size as usize {
+        if !spare && lost < RACES && n < neg.cfg.pool_size as usize {
             if let Some(slot) = ranked_slot(neg, session, marks, prefer, n, history).await? {
-                match try_slot(neg, session, marks, (slot, owner), Some(place), history).await? {
+                match try_slot(neg, session, marks, slot, Some(place), history).await? {
                     Tried::Claimed(c) => return Ok(Some(c)),
                     Tried::Taken => {
                         lost += 1;
@@ -251,9 +283,8 @@ async fn wait_for_turn<S: Session>(
     Err(Fault::Unavailable("the slot queue never moved".into()).into())
 }
 
-/// The free slot of rank `rank` by mark (lowest first, ties to the lower slot) among those
-/// whose mark the clock is past — `prefer` if it is free; `None` if there are not that many
-/// (the head takes what is left, waiting past a mark if it must).
+/// The free slot of rank `rank` in [`by_mark`]'s order — `prefer` if it is free; `None` if
+/// there are not that many (the head takes what is left, waiting past a mark if it must).
 async fn ranked_slot<S: Session>(
     neg: &Negotiation,
     session: &S,
@@ -272,16 +303,9 @@ async fn ranked_slot<S: Session>(
     if rank >= free.len() {
         return Ok(None);
     }
-    let now = neg.proto.now_tick();
-    let mut ranked: Vec<(u64, u32)> = session
-        .marks_of(neg, &free)
-        .await?
-        .into_iter()
-        .filter(|(_, mark)| *mark < now)
-        .map(|(n, mark)| (mark, n))
-        .collect();
-    ranked.sort_unstable();
-    Ok(ranked.get(rank).map(|(_, n)| *n))
+    let marked = session.marks_of(neg, &free).await?;
+    let order = by_mark(marked, None, neg.proto.now_tick(), history);
+    Ok(order.get(rank).copied())
 }
 
 /// A taken slot's mark was unreadable: the take left the queue with it, so the claim queues
@@ -325,7 +349,7 @@ async fn take_slot<S: Session>(
             Some(p) => p,
             None => lowest_mark(neg, session, &free).await?,
         };
-        match try_slot(neg, session, marks, (slot, owner), Some(place), history).await? {
+        match try_slot(neg, session, marks, slot, Some(place), history).await? {
             Tried::Claimed(c) => return Ok(c),
             Tried::Taken => {}
             Tried::Skipped => return Err(unreadable()),
@@ -356,18 +380,33 @@ async fn try_slot<S: Session>(
     neg: &Negotiation,
     session: &S,
     marks: &S::Marks,
-    (slot, owner): (u32, &[u8]),
+    slot: u32,
     place: Option<&S::Place>,
     history: &mut ClaimHistory,
 ) -> Result<Tried<S>, Fault> {
-    match session.take(neg, marks, slot, owner, place).await? {
-        Took::Claimed(stored) => Ok(Tried::Claimed((slot, stored))),
-        Took::Taken => Ok(Tried::Taken),
+    // The slot's owner record says when it was taken (not when the claim began: it may have
+    // queued), as `idcar pool` shows it in every store.
+    let owner = neg.owner(session.owner_id());
+    let took = session.take(neg, marks, slot, &owner, place).await?;
+    Ok(tried(session, marks, slot, took, history).await)
+}
+
+/// What a take of `slot` came to; an unreadable mark is let go and never taken again.
+async fn tried<S: Session>(
+    session: &S,
+    marks: &S::Marks,
+    slot: u32,
+    took: Took<<S::Marks as MarkStore>::Version>,
+    history: &mut ClaimHistory,
+) -> Tried<S> {
+    match took {
+        Took::Claimed(stored) => Tried::Claimed((slot, stored)),
+        Took::Taken => Tried::Taken,
         Took::Unreadable(why) => {
             tracing::error!(slot, reason = %why, "slot's time mark is unreadable; never taking this slot");
             history.skip.insert(slot);
             session.let_go(marks, slot).await;
-            Ok(Tried::Skipped)
+            Tried::Skipped
         }
     }
 }
@@ -420,7 +459,7 @@ async fn probe_slot<S: Session>(
                 }
             }
         };
-        match try_slot(neg, session, marks, (slot, owner), None, history).await? {
+        match try_slot(neg, session, marks, slot, None, history).await? {
             Tried::Claimed(c) => return Ok(c),
             Tried::Taken => misses += 1,
             Tried::Skipped => {}
@@ -438,4 +477,28 @@ async fn lowest_mark<S: Session>(
     let marked = session.marks_of(neg, free).await?;
     let best = marked.into_iter().map(|(n, mark)| (mark, n)).min();
     Ok(best.map_or(free[0], |(_, n)| n))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn free_slots_are_tried_preferred_first_then_by_past_mark() {
+        let mut history = ClaimHistory::default();
+        history.skip.insert(4);
+        // (slot, mark); the clock is at 100.
+        let free = [
+            (0, 50),
+            (1, 10),
+            (2, 10),
+            (3, 200),
+            (4, 0),
+            (5, 99),
+            (6, 100),
+        ];
+        assert_eq!(by_mark(free, None, 100, &history), [1, 2, 0, 5]);
+        assert_eq!(by_mark(free, Some(3), 100, &history), [3, 1, 2, 0, 5]);
+        assert_eq!(by_mark(free, Some(4), 100, &history), [1, 2, 0, 5]);
+    }
 }

@@ -118,6 +118,9 @@ pub(crate) enum Took<V> {
     Unreadable(String),
 }
 
+/// Which slot [`Session::take_first`] took, and what it found.
+pub(crate) type TookOne<S> = (u32, Took<<<S as Session>::Marks as MarkStore>::Version>);
+
 /// A coordinating store: how to open a [`Session`] with it.
 pub(crate) trait Store: Send + Sync + 'static {
     type Session: Session;
@@ -297,6 +300,30 @@ pub(crate) trait Session: Send + Sync + Sized + 'static {
         owner: &[u8],
         place: Option<&Self::Place>,
     ) -> impl Future<Output = Result<Took<<Self::Marks as MarkStore>::Version>, Fault>> + Send;
+
+    /// Takes the first free slot of `slots` (in that order) as [`Session::take`] takes one,
+    /// outside the queue: the slot and what was found ([`Took::Taken`] if every one was held).
+    /// One take after another by default; a store that can try several in one round trip
+    /// (etcd's nested transactions) does.
+    fn take_first(
+        &self,
+        neg: &Negotiation,
+        marks: &Self::Marks,
+        slots: &[u32],
+        owner: &[u8],
+    ) -> impl Future<Output = Result<TookOne<Self>, Fault>> + Send {
+        async move {
+            let mut last = 0;
+            for &slot in slots {
+                last = slot;
+                match self.take(neg, marks, slot, owner, None).await? {
+                    Took::Taken => continue,
+                    took => return Ok((slot, took)),
+                }
+            }
+            Ok((last, Took::Taken))
+        }
+    }
 
     /// Lets `slot` go if this session holds it: whether it went (if not, it goes with the
     /// session, or at the next [`Session::tidy`]).
