@@ -21,7 +21,8 @@
 //!   [`panics`]: what a panic does in `serve` (logged, then abort).
 //! - [`client`]: a small client for the socket, used by `idcar get`, examples and tests;
 //!   [`probe`]: `idcar probe`, readiness and liveness for exec probes and healthchecks;
-//!   [`retry`]: the one exponential backoff.
+//!   [`retry`]: the one exponential backoff; [`repeated`]: how a failure that repeats is
+//!   logged (when it starts, summarised, when it ends).
 
 #![forbid(unsafe_code)]
 
@@ -37,6 +38,7 @@ pub mod lease;
 pub mod metrics;
 pub mod panics;
 pub mod probe;
+pub mod repeated;
 pub mod retry;
 pub mod server;
 pub mod service;

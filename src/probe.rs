@@ -60,22 +60,34 @@ pub fn get(addr: SocketAddr, path: &str, timeout: Duration) -> std::io::Result<(
 /// Runs `idcar probe`: exit 0 when ready (or alive), 1 when not or unreachable, with a
 /// one-line reason on stdout.
 pub fn run(cfg: &ProbeConfig) -> ExitCode {
-    let (path, what) = if cfg.live {
-        ("/healthz", "alive")
+    // What idcar's admin listener answers (the body's first line): `ok` or `ready` when all
+    // is well, `not ready: <why>` (503) when not.
+    let (path, what, yes) = if cfg.live {
+        ("/healthz", "alive", "ok")
     } else {
-        ("/readyz", "ready")
+        ("/readyz", "ready", "ready")
     };
     let to = target(cfg.admin);
     match get(to, path, cfg.timeout) {
-        Ok((200, _)) => {
+        Ok((200, body)) if body == yes => {
             println!("{what}");
             ExitCode::SUCCESS
         }
-        Ok((status, reason)) => {
-            // The first line: what a static instance issues for follows on the next.
-            let reason = reason.lines().next().unwrap_or_default();
-            let reason = reason.strip_prefix("not ready: ").unwrap_or(reason);
-            println!("not {what}: {reason} (HTTP {status} from {to})");
+        Ok((503, body)) if body.starts_with("not ready: ") => {
+            let reason = &body["not ready: ".len()..];
+            println!("not {what}: {reason} (HTTP 503 from {to})");
+            ExitCode::FAILURE
+        }
+        Ok((status, body)) => {
+            let said = if body.is_empty() {
+                String::new()
+            } else {
+                format!(", {:?}", body.chars().take(80).collect::<String>())
+            };
+            println!(
+                "not {what}: the listener at {to} is not idcar's admin listener (it answered \
+                 {path} with HTTP {status}{said}); check --admin-addr/IDCAR_ADMIN_ADDR"
+            );
             ExitCode::FAILURE
         }
         Err(e) => {

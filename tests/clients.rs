@@ -87,11 +87,37 @@ async fn fetch_agrees(cmd: &[String]) {
                 assert_eq!(code, 0, "{cmd:?} {layout}: idcar decode {l}: {err}");
             }
         }
+        // Layouts whose text sorts as they were issued: a prefetching client hands them out
+        // in that order, across refills.
+        if ["sno80", "muid128"].contains(&layout) {
+            let (code, out, err) = fetch(cmd, &i.socket, 200, 50);
+            assert_eq!(code, 0, "{cmd:?} {layout}: {err}");
+            let lines: Vec<&str> = out.lines().collect();
+            assert_eq!(lines.len(), 200, "{cmd:?} {layout}: {out}");
+            assert!(
+                lines.windows(2).all(|w| w[0] < w[1]),
+                "{cmd:?} {layout} --prefetch 50: out of issue order: {out}"
+            );
+        }
     }
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("missing.sock");
+    let started = Instant::now();
     let (code, out, err) = fetch(cmd, &missing, 1, 0);
     one_line_error(cmd, code, &out, &err);
+    let retried = started.elapsed();
+    // A directory that does not exist cannot appear by waiting: an error at once (not after
+    // the 5 s of retries a missing socket gets), saying so.
+    let no_dir = dir.path().join("nodir").join("idcar.sock");
+    let started = Instant::now();
+    let (code, out, err) = fetch(cmd, &no_dir, 1, 0);
+    one_line_error(cmd, code, &out, &err);
+    assert!(
+        started.elapsed() + Duration::from_secs(3) < retried,
+        "{cmd:?}: a missing directory took {:?} to fail, a missing socket {retried:?}",
+        started.elapsed()
+    );
+    assert!(err.contains("does not exist"), "{cmd:?}: {err}");
     for bad in [["--count", "abc"], ["--count", "0"], ["--bogus", "1"]] {
         let (code, out, err) = fetch_with(cmd, &missing, &strings(&bad));
         one_line_error(cmd, code, &out, &err);

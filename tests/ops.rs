@@ -109,6 +109,75 @@ async fn probe_reports_readiness_and_liveness_without_consuming_ids() {
     assert_eq!(code, 2, "{out}");
 }
 
+/// Errors that point the right way: a socket in a missing directory is a usage error that
+/// says so, once; a probe of a listener that is not idcar's says that; `idcar pool` against a
+/// port with nothing listening names the endpoint flag, not a credential.
+#[tokio::test]
+async fn errors_name_what_is_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let no_dir = dir.path().join("nodir").join("idcar.sock");
+    let (code, out, err) = run(&[
+        "serve",
+        "--admin-addr",
+        "none",
+        "--socket",
+        no_dir.to_str().unwrap(),
+        "--state-file",
+        dir.path().join("s.json").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{out}{err}");
+    let parent = dir.path().join("nodir");
+    assert!(
+        err.contains(&format!(
+            "the directory {} does not exist",
+            parent.display()
+        )) && err.contains("--socket/IDCAR_SOCKET"),
+        "{err}"
+    );
+    assert!(err.matches("No such file").count() <= 1, "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(!dir.path().join("s.json").exists(), "started anyway");
+
+    // An HTTP server that is not idcar's admin listener.
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let other = std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        if let Ok((mut s, _)) = l.accept() {
+            // The whole request read first: closing with unread data would reset the answer.
+            let mut got = Vec::new();
+            let mut b = [0u8; 1024];
+            for _ in 0..64 {
+                if got.windows(4).any(|w| w == b"\r\n\r\n") {
+                    break;
+                }
+                match s.read(&mut b) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => got.extend_from_slice(&b[..n]),
+                }
+            }
+            let _ = s.write_all(b"HTTP/1.1 426 Upgrade Required\r\nContent-Length: 0\r\n\r\n");
+            let _ = s.shutdown(std::net::Shutdown::Write);
+        }
+    });
+    let (code, out) = probe(&["--admin-addr", &addr], &[]);
+    other.join().unwrap();
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("not idcar's admin listener")
+            && out.contains("HTTP 426")
+            && out.contains("--admin-addr/IDCAR_ADMIN_ADDR"),
+        "{out}"
+    );
+
+    // Nothing listens on the etcd endpoint: the endpoint is what to check.
+    let port = free_port();
+    let (code, out, err) = run(&["pool", "--etcd", &format!("127.0.0.1:{port}")]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains("--etcd/IDCAR_ETCD"), "{err}");
+    assert!(!err.contains("credential"), "{err}");
+}
+
 /// Start-up errors name the flag and the environment variable to change.
 #[tokio::test]
 async fn start_up_errors_name_the_flag_to_change() {
@@ -141,14 +210,21 @@ async fn start_up_errors_name_the_flag_to_change() {
 
 /// Runs `serve` briefly with `args` and `env`, stops it, and returns its log.
 async fn serve_log(args: &[&str], env: &[(&str, &str)]) -> String {
+    serve_log_for(args, env, Duration::from_millis(200)).await
+}
+
+/// Runs `serve` with `args` and `env` for `run` after its socket appears, stops it, and
+/// returns its log.
+async fn serve_log_for(args: &[&str], env: &[(&str, &str)], run: Duration) -> String {
     let dir = tempfile::tempdir().unwrap();
     let mut cmd = Command::new(BIN);
     cmd.arg("serve")
         .args(["--admin-addr", "none", "--socket"])
-        .arg(dir.path().join("s.sock"))
-        .arg("--state-file")
-        .arg(dir.path().join("s.json"))
-        .args(args)
+        .arg(dir.path().join("s.sock"));
+    if !args.iter().any(|a| *a == "--zk" || *a == "--etcd") {
+        cmd.arg("--state-file").arg(dir.path().join("s.json"));
+    }
+    cmd.args(args)
         .env_remove("RUST_LOG")
         .env_remove("IDCAR_LOG")
         .stdin(Stdio::null())
@@ -163,7 +239,7 @@ async fn serve_log(args: &[&str], env: &[(&str, &str)]) -> String {
         assert!(Instant::now() < deadline, "did not start");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    tokio::time::sleep(run).await;
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
         nix::sys::signal::Signal::SIGTERM,
@@ -178,11 +254,11 @@ async fn serve_log(args: &[&str], env: &[(&str, &str)]) -> String {
 #[tokio::test]
 async fn logs_honour_rust_log_and_json_is_flat() {
     let default = serve_log(&[], &[]).await;
-    assert!(default.contains("idcar serving"), "{default}");
+    assert!(default.contains("idcar listening"), "{default}");
     let quiet = serve_log(&[], &[("RUST_LOG", "warn")]).await;
-    assert!(!quiet.contains("idcar serving"), "{quiet}");
+    assert!(!quiet.contains("idcar listening"), "{quiet}");
     let loud = serve_log(&["--log", "info"], &[("RUST_LOG", "warn")]).await;
-    assert!(loud.contains("idcar serving"), "{loud}");
+    assert!(loud.contains("idcar listening"), "{loud}");
     let json = serve_log(&["--log-format", "json"], &[]).await;
     let mut seen = 0;
     for line in json.lines() {
@@ -196,7 +272,41 @@ async fn logs_honour_rust_log_and_json_is_flat() {
         seen += 1;
     }
     assert!(seen >= 2, "{json}");
-    assert!(json.contains("\"message\":\"idcar serving\""), "{json}");
+    assert!(
+        json.contains("\"message\":\"idcar listening; ready once a lease is held\""),
+        "{json}"
+    );
+}
+
+/// A store that does not answer is logged when it starts failing, not once per retry; `idcar
+/// listening` at start and `idcar ready` only once IDs can be issued.
+#[tokio::test]
+async fn a_repeated_failure_is_logged_once_and_ready_is_its_own_event() {
+    let dead = format!("127.0.0.1:{}", free_port());
+    for (flag, says) in [
+        ("--zk", "cannot connect to ZooKeeper"),
+        ("--etcd", "cannot reach etcd"),
+    ] {
+        let log = serve_log_for(&[flag, &dead], &[], Duration::from_secs(1)).await;
+        let retries = log.lines().filter(|l| l.contains(says)).count();
+        assert!(retries >= 1, "{flag}: the failure is not logged: {log}");
+        assert!(log.contains("idcar listening"), "{log}");
+        assert!(
+            !log.contains("idcar ready"),
+            "{flag}: ready without a store: {log}"
+        );
+    }
+    // Long enough for several retries (every 0.5 s to 1 s): still one line.
+    let log = serve_log_for(&["--etcd", &dead], &[], Duration::from_secs(4)).await;
+    let retries = log
+        .lines()
+        .filter(|l| l.contains("cannot reach etcd"))
+        .count();
+    assert_eq!(retries, 1, "one line per failure, not per retry: {log}");
+    let ready = serve_log_for(&[], &[], Duration::from_secs(2)).await;
+    let listening = ready.find("idcar listening").expect(&ready);
+    let at = ready.find("idcar ready").expect(&ready);
+    assert!(listening < at, "{ready}");
 }
 
 /// As a pod arranges it: idcar runs as a non-root uid with the pod's fsGroup as a supplementary

@@ -177,9 +177,9 @@ func (c *Client) IDs(ctx context.Context, n int) ([]ID, error) {
 	}
 	ids := make([]ID, 0, n)
 	if c.pf != nil {
-		ids = c.pf.take(n, ids)
+		return c.pf.ids(ctx, n, ids)
 	}
-	return c.fetch(ctx, n-len(ids), ids)
+	return c.fetch(ctx, n, ids)
 }
 
 // Uint64 returns one new ID as an integer, for the 8-byte layouts (lable64, ugd60,

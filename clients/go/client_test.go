@@ -391,6 +391,102 @@ func TestMissingSocket(t *testing.T) {
 	})
 }
 
+func TestMissingDirectoryFailsAtOnce(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "nodir")
+	path := filepath.Join(dir, "idcar.sock")
+	start := time.Now()
+	_, err := idcar.Dial(idcar.Options{Socket: path, RetryDeadline: 5 * time.Second})
+	if el := time.Since(start); el >= time.Second {
+		t.Fatalf("retried a directory that cannot appear: %v", el)
+	}
+	var nd *idcar.NoDirError
+	if err == nil || !errors.As(err, &nd) || nd.Dir != dir {
+		t.Fatalf("error %v is not a NoDirError for %s", err, dir)
+	}
+	if want := "directory " + dir + " does not exist"; !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %q does not say %q", err, want)
+	}
+	if !errors.Is(err, syscall.ENOENT) || !strings.Contains(err.Error(), path) {
+		t.Fatalf("error %q does not name %s or wrap ENOENT", err, path)
+	}
+}
+
+// A fake lable64 server that issues 1, 2, 3, ... in the order requests arrive and answers
+// each 30 ms late: a prefetch refill is in flight whenever the buffer runs dry.
+func slowCounter(t *testing.T) string {
+	var mu sync.Mutex
+	next := uint64(1)
+	return fakeServer(t, afterDescribe(func(count uint32) []byte {
+		mu.Lock()
+		first := next
+		next += uint64(count)
+		mu.Unlock()
+		time.Sleep(30 * time.Millisecond)
+		out := make([]byte, 8*int(count))
+		for i := 0; i < int(count); i++ {
+			binary.BigEndian.PutUint64(out[8*i:], first+uint64(i))
+		}
+		return frame(0, 8, out)
+	}))
+}
+
+func TestPrefetchKeepsIssueOrder(t *testing.T) {
+	ctx := bounded(t, 60*time.Second)
+	c := dial(t, idcar.Options{Socket: slowCounter(t), Prefetch: 20})
+	var last uint64
+	increasing := func(what string, ids ...idcar.ID) {
+		t.Helper()
+		for _, id := range ids {
+			v, _ := id.Uint64()
+			if v <= last {
+				t.Fatalf("%s: %d after %d, out of issue order", what, v, last)
+			}
+			last = v
+		}
+	}
+	for i := 0; i < 100; i++ {
+		id, err := c.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		increasing("Next", id)
+	}
+	for i := 0; i < 10; i++ {
+		ids, err := c.IDs(ctx, 7)
+		if err != nil || len(ids) != 7 {
+			t.Fatalf("IDs(7): %d IDs, %v", len(ids), err)
+		}
+		increasing("IDs(7)", ids...)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine uint64
+			for i := 0; i < 50; i++ {
+				id, err := c.Next(ctx)
+				if err != nil {
+					errs <- err
+					return
+				}
+				v, _ := id.Uint64()
+				if v <= mine {
+					errs <- fmt.Errorf("a goroutine got %d after %d", v, mine)
+					return
+				}
+				mine = v
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
 func TestDecodeMatchesCLI(t *testing.T) {
 	bin := idcarBin(t)
 	for _, tc := range []struct {

@@ -48,7 +48,7 @@ func dialConn(ctx context.Context, socket string, timeout time.Duration) (*conn,
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, &SocketError{Op: "connect", Socket: socket, Err: cause(err)}
+		return nil, &SocketError{Op: "connect", Socket: socket, Err: noDir(socket, cause(err))}
 	}
 	c := &conn{nc: nc, r: bufio.NewReaderSize(nc, 16<<10), socket: socket, timeout: timeout}
 	if err := c.describe(ctx); err != nil {

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"syscall"
 )
 
@@ -86,6 +88,37 @@ func (e *SocketError) Error() string {
 // Unwrap returns the cause.
 func (e *SocketError) Unwrap() error { return e.Err }
 
+// NoDirError is the cause of a SocketError when the socket's directory does not exist (or
+// is not a directory). It is never retried: the server does not create directories.
+type NoDirError struct {
+	Dir  string // the socket's directory
+	What string // "does not exist" or "is not a directory"
+	Err  error  // the connect error (ENOENT or ENOTDIR)
+}
+
+func (e *NoDirError) Error() string { return fmt.Sprintf("directory %s %s", e.Dir, e.What) }
+
+// Unwrap returns the connect error.
+func (e *NoDirError) Unwrap() error { return e.Err }
+
+// noDir wraps err in a NoDirError if connecting to socket failed for want of its directory.
+func noDir(socket string, err error) error {
+	if !errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.ENOTDIR) {
+		return err
+	}
+	dir := filepath.Dir(socket)
+	st, statErr := os.Stat(dir)
+	switch {
+	case statErr == nil && st.IsDir():
+		return err
+	case statErr == nil:
+		return &NoDirError{Dir: dir, What: "is not a directory", Err: err}
+	case errors.Is(statErr, fs.ErrNotExist) || errors.Is(statErr, syscall.ENOTDIR):
+		return &NoDirError{Dir: dir, What: "does not exist", Err: err}
+	}
+	return err
+}
+
 // Timeout reports whether the server did not answer within the timeout.
 func (e *SocketError) Timeout() bool { return errors.Is(e.Err, os.ErrDeadlineExceeded) }
 
@@ -98,6 +131,10 @@ func protocolError(socket, format string, args ...any) error {
 // server closed or reset (restart). Permission denied, timeouts, bad requests and protocol
 // errors are not retried.
 func retryable(err error) bool {
+	var nd *NoDirError
+	if errors.As(err, &nd) {
+		return false
+	}
 	var se *ServerError
 	if errors.As(err, &se) {
 		return se.Status == statusUnavailable

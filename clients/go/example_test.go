@@ -39,7 +39,7 @@ func ExampleDial_missingSocket() {
 	var se *idcar.SocketError
 	fmt.Println(errors.As(err, &se), se.Op, errors.Is(err, syscall.ENOENT))
 	// Output:
-	// idcar: cannot connect to /nonexistent/idcar.sock: no such file or directory
+	// idcar: cannot connect to /nonexistent/idcar.sock: directory /nonexistent does not exist
 	// true connect true
 }
 

@@ -83,21 +83,51 @@ func (p *prefetcher) next(ctx context.Context) (ID, error) {
 	}
 }
 
-// take appends up to n buffered IDs to dst without waiting.
-func (p *prefetcher) take(n int, dst []ID) []ID {
+// ids appends n IDs to dst in the order the server issued them: buffered ones first; found
+// empty, the buffer is waited for while a refill is in flight, else the rest is fetched by
+// this caller while no refill may start (a fetch past a refill in flight would hand out
+// newer IDs before older ones).
+func (p *prefetcher) ids(ctx context.Context, n int, dst []ID) ([]ID, error) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return dst
+	for {
+		if p.closed {
+			p.mu.Unlock()
+			return dst, ErrClosed
+		}
+		p.expireLocked()
+		for ; n > 0 && p.head < len(p.buf); n-- {
+			dst = append(dst, p.buf[p.head].id)
+			p.buf[p.head] = stamped{}
+			p.head++
+		}
+		if n == 0 {
+			p.refillIfLowLocked()
+			p.mu.Unlock()
+			return dst, nil
+		}
+		if !p.refilling {
+			break
+		}
+		ch := p.avail
+		p.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return dst, ctx.Err()
+		}
+		p.mu.Lock()
 	}
-	p.expireLocked()
-	for ; n > 0 && p.head < len(p.buf); n-- {
-		dst = append(dst, p.buf[p.head].id)
-		p.buf[p.head] = stamped{}
-		p.head++
+	p.refilling = true
+	p.mu.Unlock()
+	dst, err := p.c.fetch(ctx, n, dst)
+	p.mu.Lock()
+	p.refilling = false
+	if !p.closed {
+		p.refillIfLowLocked()
 	}
-	p.refillIfLowLocked()
-	return dst
+	p.signalLocked()
+	p.mu.Unlock()
+	return dst, err
 }
 
 // expireLocked drops buffered IDs older than maxAge (the oldest are first).

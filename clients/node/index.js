@@ -3,7 +3,9 @@
 // connect, timeouts on every request, retries with backoff, optional prefetch.
 // Wire protocol: docs/protocol.md; the contract shared by all clients: clients/SPEC.md.
 
+const fs = require('node:fs');
 const net = require('node:net');
+const nodePath = require('node:path');
 const { performance } = require('node:perf_hooks');
 const layouts = require('./layouts');
 
@@ -93,6 +95,23 @@ function getIdsFrame(count) {
   return b;
 }
 const ONE_FRAME = getIdsFrame(1);
+
+/**
+ * A ConnectError saying so if `err` failed to find a socket whose directory does not exist (or
+ * is not a directory): never retried, the server does not create directories.
+ */
+function missingDirectory(err, socket) {
+  if (!(err instanceof ConnectError) || err.lost || !['ENOENT', 'ENOTDIR'].includes(err.code)) return null;
+  const dir = nodePath.dirname(socket);
+  let what = 'does not exist';
+  try {
+    if (fs.statSync(dir).isDirectory()) return null;
+    what = 'is not a directory';
+  } catch (e) {
+    if (e.code !== 'ENOENT' && e.code !== 'ENOTDIR') return null;
+  }
+  return new ConnectError(socket, err.code, `directory ${dir} ${what}`);
+}
 
 function retryable(err) {
   return err instanceof UnavailableError || (err instanceof ConnectError && RETRY_CODES.has(err.code));
@@ -383,6 +402,8 @@ class Client {
       } catch (err) {
         if (this._closed) throw new ClosedError();
         if (!retryable(err)) throw err;
+        const noDir = missingDirectory(err, this.socketPath);
+        if (noDir) throw noDir;
         // A connection that died under a request (server restart): one immediate retry.
         if (err instanceof ConnectError && err.lost && freeRetry) {
           freeRetry = false;
@@ -434,8 +455,8 @@ class Client {
     for (let left = want; left > 0; left -= CHUNK) {
       const count = Math.min(CHUNK, left);
       const at = performance.now();
-      // A single attempt (plus the reconnect after a restart): callers that find the buffer
-      // empty fetch directly, with the retry deadline, and see the errors themselves.
+      // A single attempt (plus the reconnect after a restart): a caller that finds the buffer
+      // empty once it is over fetches itself, with the retry deadline, and sees the error.
       parts.push(this._once(count).then((ids) => {
         if (this._closed) return;
         if (count === 1) ids = [ids];
@@ -455,13 +476,44 @@ class Client {
     }
   }
 
-  async _nextPrefetched() {
-    const id = this._take();
-    this._maybeRefill();
-    if (id !== undefined) return id;
-    // Empty: fetch directly rather than wait for the whole refill (on a slow layout a refill
-    // may take longer than maxAgeMs, and its IDs would be dropped on arrival).
-    return this._call('ids', 1);
+  /**
+   * n IDs from the buffer, in the order the server issued them: a caller that finds it empty
+   * waits for the refill in flight, or, with none, fetches what it lacks itself while no
+   * refill may start (a fetch past a refill in flight would hand out newer IDs first).
+   */
+  async _takeOrdered(n) {
+    const out = [];
+    const end = performance.now() + this.timeoutMs + this.retryDeadlineMs + 1000;
+    for (;;) {
+      while (out.length < n) {
+        const id = this._take();
+        if (id === undefined) break;
+        out.push(id);
+      }
+      if (out.length === n) {
+        this._maybeRefill();
+        return out;
+      }
+      if (this._closed) throw new ClosedError();
+      if (!this._refill) {
+        const direct = this._fetch(n - out.length);
+        this._refill = direct.then(() => {}, () => {}).then(() => {
+          this._refill = null;
+          this._maybeRefill();
+        });
+        for (const id of await direct) out.push(id);
+        return out;
+      }
+      const left = end - performance.now();
+      if (left <= 0) throw new IdcarError(`no IDs from the prefetch refill of ${this.socketPath} in time`);
+      let timer;
+      const late = new Promise((resolve) => { timer = setTimeout(resolve, left); });
+      try {
+        await Promise.race([this._refill, late]);
+      } finally {
+        clearTimeout(timer);
+      }
+    }
   }
 
   // -- API ----------------------------------------------------------------------------------
@@ -469,7 +521,7 @@ class Client {
   /** One ID: a bigint (lable64, ugd60, si53) or a Buffer (sno80, muid128). */
   nextId() {
     if (this._closed) return Promise.reject(new ClosedError());
-    if (this.prefetch > 0) return this._nextPrefetched();
+    if (this.prefetch > 0) return this._takeOrdered(1).then((got) => got[0]);
     return this._call('ids', 1);
   }
 
@@ -478,15 +530,7 @@ class Client {
     if (!Number.isSafeInteger(n) || n < 1) throw new RangeError('n must be a positive integer');
     if (this._closed) throw new ClosedError();
     if (this.prefetch <= 0) return this._fetch(n);
-    const out = [];
-    while (out.length < n) {
-      const id = this._take();
-      if (id === undefined) break;
-      out.push(id);
-    }
-    this._maybeRefill();
-    if (out.length < n) for (const id of await this._fetch(n - out.length)) out.push(id);
-    return out;
+    return this._takeOrdered(n);
   }
 
   /** The server's {layout, width, form, params} (connects if needed). */

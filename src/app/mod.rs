@@ -118,19 +118,32 @@ async fn pool(cfg: PoolConfig) -> anyhow::Result<ExitCode> {
                 )
                 .await
             };
-            tokio::time::timeout(Duration::from_secs(10), read)
+            let read = tokio::time::timeout(Duration::from_secs(10), read)
                 .await
                 .map_err(|_| {
-                    anyhow::anyhow!("timed out reading the pool from etcd at {endpoints}")
-                })?
-                .with_context(|| {
-                    format!(
-                        "cannot read the pool under {} from etcd at {endpoints} (etcd checks it \
-                         against {})",
+                    anyhow::anyhow!(
+                        "timed out reading the pool from etcd at {endpoints}: check \
+                         --etcd/IDCAR_ETCD"
+                    )
+                })?;
+            match read {
+                Ok(r) => r,
+                // Our identity refused: the credential is what to look at.
+                Err(err @ etcd::EtcdError::Refused(_)) => {
+                    return Err(anyhow::Error::new(err).context(format!(
+                        "etcd at {endpoints} refused to show the pool under {} to {}",
                         e.prefix,
                         e.access.identity_flags()
-                    )
-                })?
+                    )))
+                }
+                Err(err) => {
+                    return Err(anyhow::Error::new(err).context(format!(
+                        "cannot read the pool under {} from etcd at {endpoints}: check \
+                         --etcd/IDCAR_ETCD",
+                        e.prefix
+                    )))
+                }
+            }
         }
     };
     if cfg.json {

@@ -164,8 +164,22 @@ async fn bind(cfg: &ServeConfig) -> anyhow::Result<Bound> {
         })?),
         None => None,
     };
-    let (socket, file) = server::socket::bind(&cfg.socket, cfg.socket_mode)
-        .context("cannot serve on the socket: choose another path with --socket/IDCAR_SOCKET")?;
+    let (socket, file) =
+        server::socket::bind(&cfg.socket, cfg.socket_mode).map_err(|e| -> anyhow::Error {
+            if e.is_usage() {
+                let fix = match e {
+                    server::socket::BindError::NoDirectory { .. } => {
+                        "create the directory, or choose another path"
+                    }
+                    _ => "choose another path",
+                };
+                UsageError(format!("--socket/IDCAR_SOCKET: {e}; {fix}")).into()
+            } else {
+                anyhow::Error::new(e).context(
+                    "cannot serve on the socket: choose another path with --socket/IDCAR_SOCKET",
+                )
+            }
+        })?;
     Ok(Bound {
         admin,
         socket,
@@ -248,6 +262,32 @@ fn pool_config(
     }
 }
 
+/// Logs each change between ready and not ready (`/readyz`): `idcar ready` when IDs can be
+/// issued, `idcar not ready` with the reason when they no longer can. Polled, four times a
+/// second, until shutdown.
+async fn log_readiness(svc: Arc<Service>, shutdown: CancellationToken) {
+    let mut was_ready = false;
+    let mut tick = tokio::time::interval(std::time::Duration::from_millis(250));
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = shutdown.cancelled() => return,
+        }
+        match svc.ready() {
+            Ok(()) if !was_ready => {
+                was_ready = true;
+                tracing::info!("idcar ready");
+            }
+            Err(why) if was_ready => {
+                was_ready = false;
+                let why = why.lines().next().unwrap_or_default().to_string();
+                tracing::warn!(reason = %why, "idcar not ready");
+            }
+            _ => {}
+        }
+    }
+}
+
 fn log_serving(cfg: &ServeConfig, bound: &Bound) {
     tracing::info!(
         socket = %cfg.socket.display(),
@@ -262,7 +302,7 @@ fn log_serving(cfg: &ServeConfig, bound: &Bound) {
             LeaseSource::Zk(z) => format!("zookeeper {} (pool of {}, {} slot(s) at once)", z.conn.connect, z.pool_size, z.slots),
             LeaseSource::Etcd(e) => format!("etcd {} (pool of {}, {} slot(s) at once)", e.conn.access.endpoints.join(","), e.pool_size, e.slots),
         },
-        "idcar serving"
+        "idcar listening; ready once a lease is held"
     );
 }
 
@@ -320,6 +360,7 @@ pub async fn serve(mut cfg: ServeConfig) -> anyhow::Result<()> {
         .context("cannot start the clock watchdog thread")?;
     let follower = tokio::spawn(svc.clone().follow_lease());
     drop(entered);
+    tokio::spawn(log_readiness(svc.clone(), shutdown.clone()));
 
     // The admin listener outlives the drain (readiness turns false at once) and stops last.
     let admin_stop = CancellationToken::new();

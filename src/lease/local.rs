@@ -20,6 +20,7 @@ use super::{Issued, LeaseError, LeaseHandle};
 use crate::clock::Clock;
 use crate::layout::Scheme;
 use crate::metrics::Metrics;
+use crate::repeated::Repeated;
 use crate::retry::Backoff;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -238,11 +239,15 @@ async fn maintain(
             Outcome::SessionGone { .. } | Outcome::PoolReplaced { .. } => {}
         }
         // Claim again: read what is stored now (retrying a file that cannot be read).
+        let mut failing = Repeated::new("cannot read the state file");
         stored = loop {
             match store.read(cfg.slot).await {
-                Ok(s) => break s,
+                Ok(s) => {
+                    failing.ended();
+                    break s;
+                }
                 Err(e) => {
-                    tracing::warn!(error = %e, "cannot read the state file; retrying");
+                    failing.failed(&e);
                     if stop.sleep(backoff.next_wait()).await.is_err() {
                         p.released();
                         return Ok(());

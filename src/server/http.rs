@@ -200,6 +200,15 @@ async fn route(svc: &Service, path: &str, query: &str, json: bool) -> Reply {
                 }
                 (_, Some(c)) => match digits::<u64>(c) {
                     Some(n) => n,
+                    // Digits only, past u64: out of range as any count above the limit.
+                    None if !c.is_empty() && c.bytes().all(|b| b.is_ascii_digit()) => {
+                        let max = svc.limits().max_batch;
+                        return fail(
+                            StatusCode::BAD_REQUEST,
+                            format!("count must be between 1 and {max}, got {c}"),
+                            json,
+                        );
+                    }
                     None => {
                         return fail(
                             StatusCode::BAD_REQUEST,

@@ -11,12 +11,29 @@ pub enum BindError {
     InUse(String),
     #[error("{0}: exists and is not a socket; refusing to replace it")]
     NotASocket(String),
+    /// The socket's directory is missing (idcar does not create it: its owner and mode are
+    /// the deployment's to choose).
+    #[error("{path}: the directory {dir} {what}")]
+    NoDirectory {
+        path: String,
+        dir: String,
+        what: &'static str,
+    },
     #[error("{path}: {source}")]
     Io {
         path: String,
-        #[source]
         source: std::io::Error,
     },
+}
+
+impl BindError {
+    /// Whether the path given is what is wrong (a usage error), not the moment.
+    pub fn is_usage(&self) -> bool {
+        matches!(
+            self,
+            BindError::NotASocket(_) | BindError::NoDirectory { .. }
+        )
+    }
 }
 
 /// The socket file of a bound listener; [`SocketFile::remove`] deletes it.
@@ -40,6 +57,21 @@ pub fn bind(path: &Path, mode: u32) -> Result<(UnixListener, SocketFile), BindEr
         path: shown.clone(),
         source,
     };
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if !dir.is_dir() {
+        return Err(BindError::NoDirectory {
+            path: shown,
+            dir: dir.display().to_string(),
+            what: if dir.exists() {
+                "is not a directory"
+            } else {
+                "does not exist"
+            },
+        });
+    }
     match std::fs::symlink_metadata(path) {
         Ok(meta) if meta.file_type().is_socket() => {
             match std::os::unix::net::UnixStream::connect(path) {

@@ -96,6 +96,61 @@ test('a missing socket is a ConnectError naming the path, quickly', { timeout: 1
   }
 });
 
+test('a socket in a missing directory fails at once, saying so', { timeout: 10000 }, async () => {
+  const dir = tempDir();
+  const missing = path.join(dir, 'nodir', 'idcar.sock');
+  try {
+    for (const prefetch of [0, 10]) {
+      const client = new idcar.Client({ socket: missing, retryDeadlineMs: 5000, prefetch });
+      const t0 = Date.now();
+      await assert.rejects(client.nextId(), (err) => {
+        assert.ok(err instanceof idcar.ConnectError, `${err}`);
+        assert.ok(err.message.includes(`directory ${path.dirname(missing)} does not exist`), err.message);
+        return true;
+      });
+      const took = Date.now() - t0;
+      assert.ok(took < 1000, `retried a directory that cannot appear: ${took} ms`);
+      client.close();
+    }
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('prefetched IDs are handed out in issue order, also when the buffer runs dry', { timeout: 30000 }, async () => {
+  // Issues 1, 2, 3, ... and answers 30 ms late: a refill is in flight whenever the buffer empties.
+  let next = 1n;
+  const server = await fakeServer((req, s) => {
+    if (req.op === 2) return frame(0, 8, DESCRIBE);
+    const ids = Buffer.alloc(8 * req.count);
+    for (let i = 0; i < req.count; i++) ids.writeBigUInt64BE(next++, 8 * i);
+    setTimeout(() => s.write(frame(0, 8, ids)), 30);
+    return null;
+  });
+  const client = new idcar.Client({ socket: server.socketPath, prefetch: 20 });
+  try {
+    const one = [];
+    for (let i = 0; i < 100; i++) one.push(await client.nextId());
+    assert.deepEqual(one, [...one].sort((a, b) => (a < b ? -1 : 1)), 'one caller saw IDs out of issue order');
+    const batches = [];
+    for (let i = 0; i < 10; i++) batches.push(...await client.ids(7));
+    assert.ok(batches.every((id, i) => i === 0 || batches[i - 1] < id), 'ids(n) out of issue order');
+    assert.ok(batches[0] > one[one.length - 1]);
+    const callers = await Promise.all([0, 1, 2, 3].map(async () => {
+      const mine = [];
+      for (let i = 0; i < 50; i++) mine.push(await client.nextId());
+      return mine;
+    }));
+    for (const mine of callers) {
+      assert.ok(mine.every((id, i) => i === 0 || mine[i - 1] < id), 'a caller saw IDs out of issue order');
+    }
+    assert.equal(new Set(callers.flat()).size, 200);
+  } finally {
+    client.close();
+    await server.close();
+  }
+});
+
 test('the socket path comes from IDCAR_SOCKET, then /tmp/idcar.sock', () => {
   const saved = process.env.IDCAR_SOCKET;
   try {

@@ -39,6 +39,7 @@ class AsyncClient:
         self._closed = False
         self._buf = _Buffer(prefetch, low_water, max_age) if prefetch > 0 else None
         self._refill_task: asyncio.Task[None] | None = None
+        self._buf_cond = asyncio.Condition()
 
     async def __aenter__(self) -> Self:
         return self
@@ -132,15 +133,46 @@ class AsyncClient:
 
     async def next_id(self) -> Id:
         """One ID: from the prefetch buffer when on (refilled by a background task), else
-        fetched. An ``int`` for lable64, ugd60 and si53; ``bytes`` for sno80 and muid128."""
+        fetched. An ``int`` for lable64, ugd60 and si53; ``bytes`` for sno80 and muid128.
+        Prefetched IDs are handed out in the order the server issued them: a caller that finds
+        the buffer empty waits for the refill in flight, or, with none, fetches one ID itself
+        while no refill may start."""
         buf = self._buf
         if buf is None:
             return (await self._fetch(1))[0]
-        got = buf.take(time.monotonic())
+        end = time.monotonic() + self.timeout + self.retry_deadline + 1.0
+        while True:
+            got = buf.take(time.monotonic())
+            if got is not None:
+                self._refill_if_low(buf)
+                return got
+            if self._closed:
+                raise IdcarError("the client is closed")
+            if not buf.refilling:
+                break
+            try:
+                async with self._buf_cond:
+                    await asyncio.wait_for(
+                        self._buf_cond.wait_for(lambda: bool(buf.items) or not buf.refilling),
+                        max(end - time.monotonic(), 0))
+            except asyncio.TimeoutError:
+                raise IdcarError(f"{self.path}: no IDs from the prefetch refill in time") from None
+        buf.refilling = True
+        try:
+            return (await self._fetch(1))[0]
+        finally:
+            buf.refilling = False
+            await self._changed()
+            self._refill_if_low(buf)
+
+    def _refill_if_low(self, buf: _Buffer) -> None:
         if buf.wants_refill() and not self._closed:
             buf.refilling = True
             self._refill_task = asyncio.ensure_future(self._refill(buf))
-        return got if got is not None else (await self._fetch(1))[0]
+
+    async def _changed(self) -> None:
+        async with self._buf_cond:
+            self._buf_cond.notify_all()
 
     async def _refill(self, buf: _Buffer) -> None:
         try:
@@ -152,11 +184,13 @@ class AsyncClient:
                 width, payload = await self._call(get_ids_frame(count))
                 if not self._closed:
                     buf.add(ids_of(width, payload, count), asked)
+                await self._changed()
                 want -= count
         except IdcarError:
-            pass  # callers fetch directly and see the error themselves
+            pass  # a caller that finds the buffer empty fetches and sees the error itself
         finally:
             buf.refilling = False
+            await self._changed()
 
     async def text(self, id_: Id) -> str:
         """The ID in the server's default text form."""

@@ -124,6 +124,13 @@ def failure(e: BaseException, path: str, timeout: float,
         raise IdcarError(f"{path}: no answer within {timeout} s") from None
     if isinstance(e, ProtocolError):
         raise e
+    if isinstance(e, (FileNotFoundError, NotADirectoryError)):
+        # A missing socket in an existing directory may yet appear (the server starting); a
+        # missing directory will not: the server never creates it.
+        where = os.path.dirname(path) or "."
+        if not os.path.isdir(where):
+            what = "does not exist" if not os.path.exists(where) else "is not a directory"
+            raise ConnectError(f"cannot connect to {path}: directory {where} {what}") from None
     if isinstance(e, (FileNotFoundError, ConnectionRefusedError, PermissionError)):
         err = ConnectError(f"cannot connect to {path}: {e.strerror or e}")
         if e.errno in (errno.EACCES, errno.EPERM):
@@ -152,7 +159,9 @@ class _Retry:
 
 
 class _Buffer:
-    """Prefetched IDs with their fetch time; handed out once, dropped past ``max_age``."""
+    """Prefetched IDs with their fetch time; handed out once, dropped past ``max_age``, and in
+    the order the server issued them: one fetch into it at a time (``refilling``: a refill,
+    or a caller that found it empty fetching for itself), so nothing is fetched past it."""
 
     def __init__(self, size: int, low_water: int | None, max_age: float) -> None:
         self.size = size
@@ -197,7 +206,7 @@ class Client:
         self._desc: Description | None = None
         self._closed = False
         self._buf = _Buffer(prefetch, low_water, max_age) if prefetch > 0 else None
-        self._buf_lock = threading.Lock()
+        self._buf_cond = threading.Condition()
 
     def __enter__(self) -> Self:
         return self
@@ -209,9 +218,10 @@ class Client:
     def close(self) -> None:
         """Closes the connection and drops prefetched IDs."""
         self._closed = True
-        with self._buf_lock:
+        with self._buf_cond:
             if self._buf:
                 self._buf.items.clear()
+            self._buf_cond.notify_all()
         with self._lock:
             self._drop()
 
@@ -309,22 +319,48 @@ class Client:
     def next_id(self) -> Id:
         """One ID: from the prefetch buffer when on (refilled in the background), else fetched.
 
-        An ``int`` for lable64, ugd60 and si53; ``bytes`` for sno80 and muid128.
+        An ``int`` for lable64, ugd60 and si53; ``bytes`` for sno80 and muid128. Prefetched IDs
+        are handed out in the order the server issued them: a caller that finds the buffer
+        empty waits for the refill in flight, or, with none, fetches one ID itself while no
+        refill may start.
         """
         buf = self._buf
         if buf is None:
             return self._fetch(1)[0]
-        with self._buf_lock:
-            got = buf.take(time.monotonic())
-            if buf.wants_refill() and not self._closed:
-                buf.refilling = True
-                threading.Thread(target=self._refill, args=(buf,), name="idcar-prefetch",
-                                 daemon=True).start()
-        return got if got is not None else self._fetch(1)[0]
+        end = time.monotonic() + self.timeout + self.retry_deadline + 1.0
+        with self._buf_cond:
+            while True:
+                got = buf.take(time.monotonic())
+                if got is not None:
+                    self._refill_if_low(buf)
+                    return got
+                if self._closed:
+                    raise IdcarError("the client is closed")
+                if not buf.refilling:
+                    buf.refilling = True
+                    break
+                left = end - time.monotonic()
+                if left <= 0:
+                    raise IdcarError(f"{self.path}: no IDs from the prefetch refill in time")
+                self._buf_cond.wait(left)
+        try:
+            return self._fetch(1)[0]
+        finally:
+            with self._buf_cond:
+                buf.refilling = False
+                self._buf_cond.notify_all()
+                self._refill_if_low(buf)
+
+    def _refill_if_low(self, buf: _Buffer) -> None:
+        """Starts a background refill if the buffer is low (called holding ``_buf_cond``)."""
+        if buf.wants_refill() and not self._closed:
+            buf.refilling = True
+            threading.Thread(target=self._refill, args=(buf,), name="idcar-prefetch",
+                             daemon=True).start()
 
     def _refill(self, buf: _Buffer) -> None:
         try:
-            with self._buf_lock:
+            with self._buf_cond:
                 want = buf.size - len(buf.items)
             while want > 0 and not self._closed:
                 # Each chunk is stamped with the moment it was asked for: its IDs were issued
@@ -332,15 +368,17 @@ class Client:
                 count = min(CHUNK, want)
                 asked = time.monotonic()
                 width, payload = self._call(get_ids_frame(count))
-                with self._buf_lock:
+                with self._buf_cond:
                     if not self._closed:
                         buf.add(ids_of(width, payload, count), asked)
+                    self._buf_cond.notify_all()
                 want -= count
         except IdcarError:
-            pass  # callers fetch directly and see the error themselves
+            pass  # a caller that finds the buffer empty fetches and sees the error itself
         finally:
-            with self._buf_lock:
+            with self._buf_cond:
                 buf.refilling = False
+                self._buf_cond.notify_all()
 
     def text(self, id_: Id) -> str:
         """The ID in the server's default text form."""

@@ -115,6 +115,52 @@ def key(i: idcar.Id) -> idcar.Id:
     return i if isinstance(i, int) else bytes(i)
 
 
+class SlowCounter:
+    """A fake idcar (lable64's width) that issues 1, 2, 3, ... and answers each get-IDs request
+    ``delay`` seconds late: a prefetch refill is always in flight when its buffer runs dry."""
+
+    def __init__(self, delay: float) -> None:
+        self.socket = os.path.join(tempfile.mkdtemp(), "slow.sock")
+        self.delay = delay
+        self.next = 1
+        self.lock = threading.Lock()
+        self.lsn = socket.socket(socket.AF_UNIX)
+        self.lsn.bind(self.socket)
+        self.lsn.listen(16)
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.lsn.accept()
+            except OSError:
+                return
+            threading.Thread(target=self.serve, args=(conn,), daemon=True).start()
+
+    def serve(self, conn: socket.socket) -> None:
+        with conn:
+            while True:
+                head = conn.recv(4, socket.MSG_WAITALL)
+                if len(head) < 4:
+                    return
+                length = int.from_bytes(head[2:4], "big")
+                body = conn.recv(length, socket.MSG_WAITALL) if length else b""
+                if head[1] == 2:
+                    desc = json.dumps({"layout": "lable64", "width": 8, "form": "decimal",
+                                       "params": {"cluster": "0"}}).encode()
+                    conn.sendall(bytes([0xD1, 0, 0, 0]) + len(desc).to_bytes(4, "big") + desc)
+                    continue
+                count = int.from_bytes(body[:4], "big")
+                time.sleep(self.delay)
+                with self.lock:
+                    first, self.next = self.next, self.next + count
+                payload = b"".join(i.to_bytes(8, "big") for i in range(first, first + count))
+                conn.sendall(bytes([0xD1, 0, 8, 0]) + len(payload).to_bytes(4, "big") + payload)
+
+    def close(self) -> None:
+        self.lsn.close()
+
+
 class ClientTest(unittest.TestCase):
     def setUp(self) -> None:
         require_bin()
@@ -198,6 +244,41 @@ class ClientTest(unittest.TestCase):
         self.assertIn(path, str(e.exception))
         self.assertLess(time.monotonic() - t, 5)
 
+    def test_a_socket_in_a_missing_directory_fails_at_once(self) -> None:
+        path = os.path.join(tempfile.mkdtemp(), "nodir", "idcar.sock")
+        for client in (idcar.Client(path), idcar.Client(path, prefetch=10)):
+            t = time.monotonic()
+            with self.assertRaises(idcar.ConnectError) as e:
+                client.next_id()
+            self.assertLess(time.monotonic() - t, 1, "retried a directory that cannot appear")
+            self.assertIn(f"directory {os.path.dirname(path)} does not exist", str(e.exception))
+
+    def test_prefetched_ids_come_in_issue_order(self) -> None:
+        srv = SlowCounter(0.05)
+        try:
+            with idcar.Client(srv.socket, prefetch=20) as c:
+                got = [c.next_id() for _ in range(100)]
+                self.assertEqual(got, sorted(got), "handed out out of issue order")
+                self.assertEqual(got, list(range(1, 101)))
+            with idcar.Client(srv.socket, prefetch=20) as c:
+                seen: list[list[idcar.Id]] = [[] for _ in range(4)]
+
+                def work(mine: list[idcar.Id]) -> None:
+                    for _ in range(50):
+                        mine.append(c.next_id())
+
+                threads = [threading.Thread(target=work, args=(m,)) for m in seen]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join(60)
+                for mine in seen:
+                    self.assertEqual(len(mine), 50)
+                    self.assertEqual(mine, sorted(mine), "a thread saw IDs out of issue order")
+                self.assertEqual(len({i for m in seen for i in m}), 200)
+        finally:
+            srv.close()
+
     def test_decode_matches_idcar_decode_for_every_layout(self) -> None:
         for layout in LAYOUTS:
             extra = ["--mid-bits", "3"] if layout == "si53" else []
@@ -276,6 +357,41 @@ class AsyncClientTest(unittest.TestCase):
 
             for prefetch in (0, 300):
                 asyncio.run(run(prefetch))
+        finally:
+            srv.close()
+
+    def test_async_prefetched_ids_come_in_issue_order(self) -> None:
+        srv = SlowCounter(0.05)
+        try:
+            async def run() -> None:
+                async with idcar.AsyncClient(srv.socket, prefetch=20) as c:
+                    got = [await c.next_id() for _ in range(100)]
+                    self.assertEqual(got, sorted(got), "handed out out of issue order")
+
+                    async def work() -> list[idcar.Id]:
+                        return [await c.next_id() for _ in range(50)]
+                    parts = await asyncio.wait_for(asyncio.gather(*(work() for _ in range(4))), 60)
+                    for mine in parts:
+                        self.assertEqual(mine, sorted(mine), "a task saw IDs out of issue order")
+                    self.assertEqual(len({i for m in parts for i in m}), 200)
+                    last = got[-1]
+                    later = [i for m in parts for i in m if isinstance(i, int)]
+                    assert isinstance(last, int)
+                    self.assertEqual(len(later), 200)
+                    self.assertTrue(all(i > last for i in later))
+
+            asyncio.run(run())
+            path = os.path.join(tempfile.mkdtemp(), "nodir", "idcar.sock")
+
+            async def missing() -> None:
+                async with idcar.AsyncClient(path) as c:
+                    await c.next_id()
+
+            t = time.monotonic()
+            with self.assertRaises(idcar.ConnectError) as e:
+                asyncio.run(missing())
+            self.assertLess(time.monotonic() - t, 1, "retried a directory that cannot appear")
+            self.assertIn("does not exist", str(e.exception))
         finally:
             srv.close()
 

@@ -169,12 +169,10 @@ impl Client {
 
     /// One ID.
     pub fn next_id(&self) -> Result<Id> {
-        if let Some(p) = &self.prefetch {
-            if let Some(id) = p.take() {
-                return Ok(id);
-            }
-        }
-        let mut v = self.shared.fetch(1)?;
+        let mut v = match &self.prefetch {
+            Some(p) => p.take(1, &self.shared, self.shared.wait_for_refill())?,
+            None => self.shared.fetch(1)?,
+        };
         v.pop()
             .ok_or_else(|| Error::Protocol("an empty answer".into()))
     }
@@ -194,14 +192,10 @@ impl Client {
 
     /// `n` IDs, asked for in requests of at most 1,000 sent back to back on one connection.
     pub fn ids(&self, n: usize) -> Result<Vec<Id>> {
-        let mut out = Vec::with_capacity(n);
-        if let Some(p) = &self.prefetch {
-            p.take_into(n, &mut out);
+        match &self.prefetch {
+            Some(p) => p.take(n, &self.shared, self.shared.wait_for_refill()),
+            None => self.shared.fetch(n),
         }
-        if out.len() < n {
-            out.extend(self.shared.fetch(n - out.len())?);
-        }
-        Ok(out)
     }
 
     /// What the server says about its IDs (asked on every new connection).
@@ -302,6 +296,12 @@ impl Drop for Checkout<'_> {
 }
 
 impl Shared {
+    /// How long a caller waits for a prefetch refill in flight: as long as the refill's own
+    /// request may take, with its retries.
+    pub(crate) fn wait_for_refill(&self) -> Duration {
+        self.timeout + self.retry_deadline + Duration::from_secs(1)
+    }
+
     fn pool(&self) -> MutexGuard<'_, Pool> {
         self.pool.lock().unwrap_or_else(|e| e.into_inner())
     }

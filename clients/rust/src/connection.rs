@@ -24,10 +24,8 @@ impl Connection {
     /// Connecting itself is not bounded: a Unix socket connects at once, or fails, unless the
     /// server's listen backlog is full.
     pub fn connect(socket: &Path, timeout: Option<Duration>) -> Result<Connection> {
-        let stream = UnixStream::connect(socket).map_err(|source| Error::Connect {
-            socket: socket.to_owned(),
-            source,
-        })?;
+        let stream =
+            UnixStream::connect(socket).map_err(|source| Error::connecting(socket, source))?;
         stream.set_read_timeout(timeout)?;
         stream.set_write_timeout(timeout)?;
         Ok(Connection {

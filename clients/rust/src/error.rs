@@ -14,6 +14,14 @@ pub enum Error {
         /// Why.
         source: io::Error,
     },
+    /// The socket's directory does not exist (or is not a directory): never retried, as the
+    /// server does not create directories.
+    NoDirectory {
+        /// The socket's path.
+        socket: PathBuf,
+        /// Its directory.
+        dir: PathBuf,
+    },
     /// Reading or writing an open connection failed (reset, closed by the server).
     Io(io::Error),
     /// The server did not answer within the client's timeout.
@@ -42,6 +50,13 @@ impl fmt::Display for Error {
                     socket.display()
                 )
             }
+            Error::NoDirectory { socket, dir } => write!(
+                f,
+                "cannot connect to idcar at {}: the directory {} does not exist or is not a \
+                 directory",
+                socket.display(),
+                dir.display()
+            ),
             Error::Io(e) => write!(f, "idcar connection: {e}"),
             Error::Timeout => f.write_str("idcar did not answer in time"),
             Error::Unavailable(r) => write!(f, "idcar is unavailable: {r}"),
@@ -73,6 +88,23 @@ impl From<io::Error> for Error {
 }
 
 impl Error {
+    /// Why connecting to `socket` failed: [`Error::NoDirectory`] if its directory is missing
+    /// (the server starting cannot create it), else [`Error::Connect`].
+    pub(crate) fn connecting(socket: &std::path::Path, source: io::Error) -> Error {
+        // ENOTDIR: a component of the path is a file.
+        let missing = source.kind() == io::ErrorKind::NotFound || source.raw_os_error() == Some(20);
+        match socket.parent().filter(|d| !d.as_os_str().is_empty()) {
+            Some(dir) if missing && !dir.is_dir() => Error::NoDirectory {
+                socket: socket.to_owned(),
+                dir: dir.to_owned(),
+            },
+            _ => Error::Connect {
+                socket: socket.to_owned(),
+                source,
+            },
+        }
+    }
+
     /// Whether a new connection may succeed where this one failed: the server restarting or
     /// not issuing yet. Refusals, protocol errors, timeouts and permission problems are final.
     pub fn is_retryable(&self) -> bool {

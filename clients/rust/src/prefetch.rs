@@ -1,21 +1,27 @@
 //! The prefetch buffer: IDs fetched ahead by one background thread, handed out at most once,
-//! dropped once older than the maximum age.
+//! dropped once older than the maximum age, and in the order the server issued them: one
+//! fetch into it at a time — the refill, or a caller that found it empty fetching for itself
+//! — so nothing is fetched past it.
 
 use crate::client::{Shared, MAX_REQUEST};
+use crate::error::{Error, Result};
 use crate::layout::Id;
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-/// After a failed refill, the refill thread waits this long before it tries again (callers
-/// meanwhile fetch directly and see the error themselves).
+/// After a failed refill, the refill thread waits this long before it tries again (a caller
+/// that finds the buffer empty meanwhile fetches for itself and sees the error).
 const AFTER_FAILURE: Duration = Duration::from_millis(100);
 
 #[derive(Debug)]
 struct State {
     /// IDs with the moment their request was sent, oldest first.
     ids: VecDeque<(Instant, Id)>,
+    /// A refill is asked for or running.
     refill: bool,
+    /// A caller that found the buffer empty is fetching for itself.
+    fetching: bool,
     stop: bool,
 }
 
@@ -52,6 +58,7 @@ impl Prefetch {
             state: Mutex::new(State {
                 ids: VecDeque::with_capacity(size),
                 refill: true,
+                fetching: false,
                 stop: false,
             }),
             wake: Condvar::new(),
@@ -60,25 +67,74 @@ impl Prefetch {
             max_age,
         });
         let b = Arc::clone(&buffer);
-        // Without the thread (the system refused one), callers fetch directly.
-        let _ = std::thread::Builder::new()
+        let spawned = std::thread::Builder::new()
             .name("idcar-prefetch".into())
             .spawn(move || refill_loop(&shared, &b));
+        if spawned.is_err() {
+            // Without the thread (the system refused one), callers fetch for themselves.
+            buffer.lock().stop = true;
+        }
         Prefetch { buffer }
     }
 
-    /// A buffered ID that is not too old, if there is one; starts a refill at the low-water
-    /// mark.
-    pub(crate) fn take(&self) -> Option<Id> {
-        let mut out = Vec::with_capacity(1);
-        self.take_into(1, &mut out);
-        out.pop()
+    /// `n` IDs, buffered ones first, in the order the server issued them. Found empty, the
+    /// buffer is waited for while a refill is in flight (up to `wait`), else this caller
+    /// fetches what it lacks itself while no refill may start. Starts a refill at the
+    /// low-water mark.
+    pub(crate) fn take(&self, n: usize, shared: &Shared, wait: Duration) -> Result<Vec<Id>> {
+        let b = &self.buffer;
+        let mut out = Vec::with_capacity(n);
+        let end = Instant::now() + wait;
+        let mut s = b.lock();
+        loop {
+            take_locked(b, &mut s, n - out.len(), &mut out);
+            if out.len() == n {
+                return Ok(out);
+            }
+            if s.stop {
+                drop(s);
+                out.extend(shared.fetch(n - out.len())?);
+                return Ok(out);
+            }
+            if !s.refill && !s.fetching {
+                s.fetching = true;
+                break;
+            }
+            let left = end
+                .checked_duration_since(Instant::now())
+                .filter(|d| !d.is_zero())
+                .ok_or(Error::Timeout)?;
+            s = b
+                .wake
+                .wait_timeout(s, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        drop(s);
+        let got = shared.fetch(n - out.len());
+        let mut s = b.lock();
+        s.fetching = false;
+        take_locked(b, &mut s, 0, &mut out);
+        b.wake.notify_all();
+        drop(s);
+        out.extend(got?);
+        Ok(out)
     }
 
-    /// Moves up to `n` fresh buffered IDs to `out`.
-    pub(crate) fn take_into(&self, n: usize, out: &mut Vec<Id>) {
-        let b = &self.buffer;
-        let mut s = b.lock();
+    /// Stops the refill thread and drops the buffer.
+    pub(crate) fn stop(&self) {
+        {
+            let mut s = self.buffer.lock();
+            s.stop = true;
+            s.ids.clear();
+        }
+        self.buffer.wake.notify_all();
+    }
+}
+
+/// Moves up to `n` fresh buffered IDs to `out`; asks for a refill at the low-water mark.
+fn take_locked(b: &Buffer, s: &mut State, n: usize, out: &mut Vec<Id>) {
+    {
         let now = Instant::now();
         while s
             .ids
@@ -94,23 +150,14 @@ impl Prefetch {
             b.wake.notify_all();
         }
     }
-
-    /// Stops the refill thread and drops the buffer.
-    pub(crate) fn stop(&self) {
-        {
-            let mut s = self.buffer.lock();
-            s.stop = true;
-            s.ids.clear();
-        }
-        self.buffer.wake.notify_all();
-    }
 }
 
 fn refill_loop(shared: &Shared, b: &Buffer) {
     loop {
         let want = {
             let mut s = b.lock();
-            while !s.refill && !s.stop {
+            // Asked for, and no caller fetching for itself (its IDs go out before ours).
+            while (!s.refill || s.fetching) && !s.stop {
                 s = b.wake.wait(s).unwrap_or_else(|e| e.into_inner());
             }
             if s.stop {
@@ -138,6 +185,7 @@ fn refill_loop(shared: &Shared, b: &Buffer) {
                         break;
                     }
                     s.ids.extend(ids.into_iter().map(|id| (asked, id)));
+                    b.wake.notify_all();
                     left -= k;
                 }
                 Err(_) => {
@@ -148,6 +196,7 @@ fn refill_loop(shared: &Shared, b: &Buffer) {
         }
         let mut s = b.lock();
         s.refill = false;
+        b.wake.notify_all();
         if failed {
             // A pause that callers asking for a refill do not cut short; only a stop does.
             let until = Instant::now() + AFTER_FAILURE;

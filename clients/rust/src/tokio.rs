@@ -27,10 +27,7 @@ impl Connection {
     pub async fn connect(socket: &Path) -> Result<Connection> {
         let stream = UnixStream::connect(socket)
             .await
-            .map_err(|source| Error::Connect {
-                socket: socket.to_owned(),
-                source,
-            })?;
+            .map_err(|source| Error::connecting(socket, source))?;
         let (r, w) = stream.into_split();
         Ok(Connection {
             reader: BufReader::with_capacity(64 << 10, r),

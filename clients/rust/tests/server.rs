@@ -155,6 +155,96 @@ fn decoding_agrees_with_idcar_decode_for_every_layout() {
     }
 }
 
+#[test]
+fn a_socket_in_a_missing_directory_fails_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nodir").join("idcar.sock");
+    let start = Instant::now();
+    let err = Client::builder()
+        .socket(&missing)
+        .retry_deadline(Duration::from_secs(5))
+        .build()
+        .unwrap_err();
+    assert!(
+        start.elapsed() < Duration::from_secs(1),
+        "retried a directory that cannot appear: {:?}",
+        start.elapsed()
+    );
+    assert!(matches!(err, Error::NoDirectory { .. }), "{err:?}");
+    let said = format!(
+        "directory {} does not exist",
+        dir.path().join("nodir").display()
+    );
+    assert!(err.to_string().contains(&said), "{err}");
+}
+
+/// A fake idcar that issues 1, 2, 3, ... (8-byte IDs) in the order requests arrive, on any
+/// connection, and answers each 30 ms late: a prefetch refill is in flight whenever the
+/// buffer runs dry.
+fn slow_counter(s: &mut std::os::unix::net::UnixStream) {
+    use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    for _ in 0..100_000 {
+        let mut head = [0u8; 4];
+        if s.read_exact(&mut head).is_err() {
+            return;
+        }
+        let mut body = vec![0; usize::from(u16::from_be_bytes([head[2], head[3]]))];
+        if s.read_exact(&mut body).is_err() {
+            return;
+        }
+        if head[1] == 2 {
+            let _ = s.write_all(&describe_answer());
+            continue;
+        }
+        let count = u64::from(u32::from_be_bytes(body[..4].try_into().unwrap()));
+        let first = NEXT.fetch_add(count, SeqCst);
+        std::thread::sleep(Duration::from_millis(30));
+        let mut out = vec![0xd1, 0, 8, 0];
+        out.extend_from_slice(&((count * 8) as u32).to_be_bytes());
+        for id in first..first + count {
+            out.extend_from_slice(&id.to_be_bytes());
+        }
+        if s.write_all(&out).is_err() {
+            return;
+        }
+    }
+}
+
+#[test]
+fn prefetched_ids_come_in_issue_order() {
+    let (_dir, path) = fake(slow_counter);
+    let c = Client::builder()
+        .socket(&path)
+        .prefetch(20)
+        .build()
+        .unwrap();
+    let increasing = |v: &[u64]| v.windows(2).all(|w| w[0] < w[1]);
+    let one: Vec<u64> = (0..100).map(|_| c.next_u64().unwrap()).collect();
+    assert!(increasing(&one), "one caller: {one:?}");
+    let mut batches = Vec::new();
+    for _ in 0..10 {
+        batches.extend(c.ids(7).unwrap().iter().map(|i| i.as_u64().unwrap()));
+    }
+    assert!(
+        increasing(&batches) && batches[0] > one[99],
+        "ids(7): {batches:?}"
+    );
+    let all: Vec<Vec<u64>> = std::thread::scope(|sc| {
+        let callers: Vec<_> = (0..4)
+            .map(|_| sc.spawn(|| (0..50).map(|_| c.next_u64().unwrap()).collect::<Vec<_>>()))
+            .collect();
+        callers.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for mine in &all {
+        assert!(increasing(mine), "a thread: {mine:?}");
+    }
+    let mut flat = all.concat();
+    flat.sort_unstable();
+    flat.dedup();
+    assert_eq!(flat.len(), 200);
+}
+
 /// A fake server on a socket: answers every connection with `answer(request bytes)`.
 fn fake(
     answer: fn(&mut std::os::unix::net::UnixStream),

@@ -10,6 +10,7 @@ use super::{call_timeout, pool, EtcdConfig};
 use crate::lease::identity::{self, Record};
 use crate::lease::pool::tree::parse_mark_and_token;
 use crate::lease::pool::{Negotiation, Recorded};
+use crate::repeated::Repeated;
 use idcar_etcd_api::etcdserverpb as rpc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -36,7 +37,7 @@ pub(crate) async fn open(cfg: &EtcdConfig) -> Result<(Etcd, i64, Duration), Etcd
 pub(crate) async fn keep_alive(etcd: Etcd, lease: i64, ttl: Duration, ended: CancellationToken) {
     let every = ttl / 3;
     let mut wait = every;
-    let mut failing = 0u32;
+    let mut failing = Repeated::new("keep-alive failed");
     let mut keeper = None;
     let why = loop {
         tokio::time::sleep(wait).await;
@@ -49,7 +50,7 @@ pub(crate) async fn keep_alive(etcd: Etcd, lease: i64, ttl: Duration, ended: Can
         };
         match answer {
             Ok(t) if t > 0 => {
-                failing = 0;
+                failing.ended();
                 wait = every;
             }
             Ok(_) => break "etcd says the lease has expired".to_string(),
@@ -57,11 +58,7 @@ pub(crate) async fn keep_alive(etcd: Etcd, lease: i64, ttl: Duration, ended: Can
             Err(e) => {
                 // A broken stream: the next keep-alive opens another (on the next endpoint).
                 keeper = None;
-                // Logged once per run of failures, not once per attempt.
-                if failing == 0 {
-                    tracing::warn!(error = %e, "keep-alive failed; trying again");
-                }
-                failing = failing.saturating_add(1);
+                failing.failed(&e);
                 wait = Duration::from_millis(100).min(every);
             }
         }

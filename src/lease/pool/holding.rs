@@ -9,6 +9,7 @@ use super::Session;
 use crate::lease::protocol::{self, Claim, MarkStore, Outcome, Protocol, Stored};
 use crate::lease::stop::{Interrupted, Stop};
 use crate::lease::{LeaseError, Part};
+use crate::repeated::Repeated;
 use crate::retry::Backoff;
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -183,13 +184,14 @@ async fn take<S: Session>(
     across: &Across,
 ) -> Result<Claim<<S::Marks as MarkStore>::Version>, End> {
     let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(1));
+    let mut failing = Repeated::new("claim failed");
     loop {
         slots.proto().pending("claiming a slot");
         let started = Instant::now();
         let (slot, stored) = match stop.or(slots.claim(across.prefer)).await {
             Ok(Ok(c)) => c,
             Ok(Err(ClaimFailed::Retry(e))) => {
-                tracing::warn!(error = %e, "claim failed; retrying");
+                failing.failed(&e);
                 slots.proto().pending(format!("claiming a slot: {e}"));
                 if let Err(i) = stop.sleep(backoff.next_wait()).await {
                     return Err(End::interrupted(i, "while claiming"));
@@ -212,6 +214,7 @@ async fn take<S: Session>(
             Ok(Err(ClaimFailed::End(end))) => return Err(end),
             Err(i) => return Err(End::interrupted(i, "while claiming")),
         };
+        failing.ended();
         let p = slots.proto();
         let m = &p.metrics.lease;
         m.claims.inc();

@@ -14,6 +14,7 @@ use crate::lease::identity;
 use crate::lease::planted::PlantedBug;
 use crate::lease::stop::Stop;
 use crate::lease::LeaseError;
+use crate::repeated::Repeated;
 use crate::retry::Backoff;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -40,6 +41,7 @@ pub(crate) async fn agree<S: Session>(
     // session's end interrupt the wait); a pool whose `params` keeps changing under us is an
     // error, not a wait.
     let mut changes = 0;
+    let mut failing = Repeated::new("cannot record the pool's parameters and identity yet");
     while changes < 100 {
         let recorded = match stop.or(session.params(neg, &data)).await {
             Err(i) => return Err(End::interrupted(i, "agreeing the pool's parameters")),
@@ -49,7 +51,7 @@ pub(crate) async fn agree<S: Session>(
                 continue;
             }
             Ok(Err(Fault::Unavailable(e))) => {
-                retry(stop, &mut backoff, "parameters", &e).await?;
+                retry(stop, &mut backoff, &mut failing, &e).await?;
                 continue;
             }
             Ok(Err(f)) => return Err(super::claim::end_for(f, "agreeing the pool's parameters")),
@@ -70,7 +72,7 @@ pub(crate) async fn agree<S: Session>(
                 continue;
             }
             Ok(Err(Fault::Unavailable(e))) => {
-                retry(stop, &mut backoff, "identity", &e).await?;
+                retry(stop, &mut backoff, &mut failing, &e).await?;
                 continue;
             }
             Ok(Err(f)) => return Err(super::claim::end_for(f, "agreeing the pool's identity")),
@@ -78,6 +80,7 @@ pub(crate) async fn agree<S: Session>(
         if let Some(why) = identity::pool_size_mismatch(&rec, neg.cfg.pool_size) {
             return Err(disagree(why));
         }
+        failing.ended();
         return Ok(rec.not_before);
     }
     Err(End::Fatal(LeaseError::Task(format!(
@@ -86,8 +89,13 @@ pub(crate) async fn agree<S: Session>(
 }
 
 /// After a passing fault while agreeing: logs it and waits the next backoff.
-async fn retry(stop: &mut Stop, backoff: &mut Backoff, what: &str, e: &str) -> Result<(), End> {
-    tracing::warn!(error = %e, "cannot record the pool's {what} yet; retrying");
+async fn retry(
+    stop: &mut Stop,
+    backoff: &mut Backoff,
+    failing: &mut Repeated,
+    e: &str,
+) -> Result<(), End> {
+    failing.failed(&e);
     stop.sleep(backoff.next_wait())
         .await
         .map_err(|i| End::interrupted(i, "agreeing the pool's parameters"))

@@ -14,6 +14,7 @@ use super::holding::{self, Across, End};
 use super::{params, Fault, Negotiation, Session, Store};
 use crate::lease::stop::Stop;
 use crate::lease::{Issued, LeaseError};
+use crate::repeated::Repeated;
 use crate::retry::Backoff;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
@@ -62,6 +63,9 @@ pub(crate) async fn run<S: Store>(
     let mut backoff = Backoff::new(std::time::Duration::from_millis(100), S::RETRY_AT_MOST);
     let (p, part) = (&neg.proto, neg.cfg.part.index);
     let mut sessions = 0u64;
+    // Logged when they start, summarised while they go on, and when they end.
+    let mut unreachable = Repeated::new(S::UNREACHABLE);
+    let mut refused = Repeated::new("the store refused us; not ready");
     loop {
         store.state(&p.metrics, part, "disconnected");
         // No session yet: only the release request interrupts the open.
@@ -70,6 +74,8 @@ pub(crate) async fn run<S: Store>(
             Err(_) => Next::Done(Ok(())),
             Ok(Ok(session)) => {
                 backoff.reset();
+                unreachable.ended();
+                refused.ended();
                 sessions += 1;
                 store.opened(&p.metrics, sessions);
                 store.state(&p.metrics, part, "connected");
@@ -90,7 +96,7 @@ pub(crate) async fn run<S: Store>(
                 // Not ready, and retried: a credential or certificate may be fixed (a Secret
                 // rotated, the store's configuration corrected) without restarting the pod.
                 // Never a plaintext fallback, never an ID on a connection not established.
-                tracing::warn!(error = %e, "{}; retrying", S::UNREACHABLE);
+                unreachable.failed(&e);
                 p.pending(format!("{}: {e}", S::UNREACHABLE));
                 match l.stop.sleep(backoff.next_wait()).await {
                     Ok(()) => Next::Again,
@@ -103,7 +109,7 @@ pub(crate) async fn run<S: Store>(
             Next::Pause(why) => {
                 // No session now: only the release request interrupts the pause.
                 l.stop.follow(CancellationToken::new());
-                tracing::warn!(reason = %why, "not ready; trying again in a few seconds");
+                refused.failed(&why);
                 p.pending(why);
                 if l.stop.sleep(l.refused.next_wait()).await.is_err() {
                     return released(&neg, &mut l).await;

@@ -8,6 +8,7 @@ use crate::lease::pool::holding::End;
 use crate::lease::stop::Stop;
 use crate::lease::tls::AccessError;
 use crate::metrics::Metrics;
+use crate::repeated::Repeated;
 use crate::retry::Backoff;
 use std::sync::Arc;
 use std::time::Duration;
@@ -127,10 +128,14 @@ pub(crate) async fn make_namespace(
     if w.commit().await.is_ok() {
         return Ok(());
     }
+    let mut failing = Repeated::new("cannot create the pool's directory nodes yet");
     for path in missing {
         loop {
             match client.mkdir(&path, &dir).await {
-                Ok(()) => break,
+                Ok(()) => {
+                    failing.ended();
+                    break;
+                }
                 Err(e)
                     if session_gone(&e)
                         || matches!(e, zk::Error::NoAuth | zk::Error::InvalidAcl) =>
@@ -140,7 +145,7 @@ pub(crate) async fn make_namespace(
                 }
                 Err(e) => {
                     // Passing faults (connection loss, a leader election): try again.
-                    tracing::warn!(path = %path, error = %e, "cannot create a directory node yet; retrying");
+                    failing.failed(&format_args!("{path}: {e}"));
                     if let Err(i) = stop.sleep(backoff.next_wait()).await {
                         return Err(End::interrupted(i, "creating the namespace"));
                     }

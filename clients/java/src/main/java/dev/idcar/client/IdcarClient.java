@@ -4,6 +4,7 @@ import java.io.IOException;
 import java.io.InterruptedIOException;
 import java.net.SocketTimeoutException;
 import java.nio.channels.ClosedByInterruptException;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.time.Duration;
@@ -189,6 +190,12 @@ public final class IdcarClient implements AutoCloseable {
                     last = new IdcarUnavailableException(r.reason());
                 } catch (Connection.ConnectFailure e) {
                     drop();
+                    Path dir = socket.toAbsolutePath().getParent();
+                    if (dir != null && !Files.isDirectory(dir)) {
+                        // The server does not create directories: waiting cannot help.
+                        throw new IdcarConnectException(socket, "cannot connect: directory " + dir
+                                + (Files.exists(dir) ? " is not a directory" : " does not exist"), e.getCause());
+                    }
                     last = new IdcarConnectException(socket, "cannot connect: " + why(e), e.getCause());
                     if (permissionDenied(e.getCause())) {
                         throw last;
@@ -304,9 +311,10 @@ public final class IdcarClient implements AutoCloseable {
         }
         require64();
         long[] out = new long[n];
-        if (prefetcher != null && n <= prefetcher.size) {
+        if (prefetcher != null) {
+            List<Id> got = prefetcher.take(n);
             for (int i = 0; i < n; i++) {
-                out[i] = prefetcher.take().asLong();
+                out[i] = got.get(i).asLong();
             }
             return out;
         }
@@ -350,13 +358,10 @@ public final class IdcarClient implements AutoCloseable {
             throw new IllegalArgumentException("n must be at least 1, got " + n);
         }
         ensureOpen();
-        List<Id> out = new ArrayList<>(n);
-        if (prefetcher != null && n <= prefetcher.size) {
-            for (int i = 0; i < n; i++) {
-                out.add(prefetcher.take());
-            }
-            return Collections.unmodifiableList(out);
+        if (prefetcher != null) {
+            return Collections.unmodifiableList(prefetcher.take(n));
         }
+        List<Id> out = new ArrayList<>(n);
         for (Batch b : fetch(n, retryDeadlineNanos)) {
             for (int k = 0; k < b.count(); k++) {
                 out.add(b.id(k));

@@ -1,6 +1,8 @@
 package dev.idcar.client;
 
 import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ThreadPoolExecutor;
@@ -44,46 +46,68 @@ final class Prefetcher {
         this.maxAgeNanos = maxAgeNanos;
     }
 
-    /** One ID: from the buffer, after waiting for a running refill, else fetched directly. */
+    /** One ID, as {@link #take(int)} hands them out. */
     Id take() {
+        return take(1).get(0);
+    }
+
+    /**
+     * {@code n} IDs in the order the server issued them: buffered ones first; found empty, the
+     * buffer is waited for while a refill is in flight, else this caller fetches what it lacks
+     * while no refill may start (a fetch past a refill in flight would hand out newer IDs
+     * before older ones).
+     */
+    List<Id> take(int n) {
+        List<Id> out = new ArrayList<>(n);
         long directRetry = client.retryDeadlineNanos;
+        long end = System.nanoTime() + client.timeoutNanos + client.retryDeadlineNanos + TimeUnit.SECONDS.toNanos(1);
         synchronized (this) {
-            checkOpen();
-            Id id = poll();
-            maybeRefill();
-            if (id != null) {
-                return id;
-            }
-            if (refilling) {
-                long bound = client.timeoutNanos + client.retryDeadlineNanos + TimeUnit.SECONDS.toNanos(1);
-                long end = System.nanoTime() + bound;
-                while (refilling && buffered == 0 && !closed) {
-                    long left = end - System.nanoTime();
-                    if (left <= 0) {
-                        break;
-                    }
-                    try {
-                        TimeUnit.NANOSECONDS.timedWait(this, left);
-                    } catch (InterruptedException e) {
-                        Thread.currentThread().interrupt();
-                        throw new IdcarException("interrupted while waiting for prefetched IDs", e);
-                    }
-                }
+            boolean waited = false;
+            while (true) {
                 checkOpen();
-                id = poll();
-                if (id == null && !refilling && lastRefillFailed) {
-                    // the refill already retried until the deadline: one direct try gives this
-                    // caller the current error (or an ID); the next call starts a new refill
-                    directRetry = 0;
-                } else {
+                for (Id id = out.size() < n ? poll() : null; id != null; id = out.size() < n ? poll() : null) {
+                    out.add(id);
+                }
+                if (out.size() == n) {
                     maybeRefill();
+                    return out;
                 }
-                if (id != null) {
-                    return id;
+                if (!refilling) {
+                    if (waited && lastRefillFailed) {
+                        // the refill already retried until the deadline: one direct try gives
+                        // this caller the current error (or its IDs)
+                        directRetry = 0;
+                    }
+                    refilling = true; // this caller fetches: no refill starts meanwhile
+                    break;
                 }
+                long left = end - System.nanoTime();
+                if (left <= 0) {
+                    throw new IdcarTimeoutException(client.socket() + ": no IDs from the prefetch refill in time");
+                }
+                try {
+                    TimeUnit.NANOSECONDS.timedWait(this, left);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    throw new IdcarException("interrupted while waiting for prefetched IDs", e);
+                }
+                waited = true;
             }
         }
-        return client.call(1, directRetry).id(0);
+        try {
+            for (IdcarClient.Batch b : client.fetch(n - out.size(), directRetry)) {
+                for (int k = 0; k < b.count(); k++) {
+                    out.add(b.id(k));
+                }
+            }
+            return out;
+        } finally {
+            synchronized (this) {
+                refilling = false;
+                notifyAll();
+                maybeRefill();
+            }
+        }
     }
 
     private void checkOpen() {
@@ -153,7 +177,7 @@ final class Prefetcher {
                 want -= b.count();
             }
         } catch (RuntimeException e) {
-            failed = true; // callers fetch directly and see the error themselves
+            failed = true; // a caller that finds the buffer empty fetches and sees the error
         } finally {
             synchronized (this) {
                 refilling = false;

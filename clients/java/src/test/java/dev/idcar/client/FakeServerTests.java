@@ -114,6 +114,92 @@ class FakeServerTests {
         }
     }
 
+    /** Issues 1, 2, 3, ... and answers each get-IDs request 30 ms late: a prefetch refill is
+     * in flight whenever the buffer runs dry. */
+    static Handler slowCounter(long[] next) {
+        return ch -> {
+            for (int n = 0; n < 100_000; n++) {
+                byte[] head = read(ch, 4);
+                byte[] body = read(ch, ((head[2] & 0xff) << 8) | (head[3] & 0xff));
+                if (head[1] == 2) {
+                    write(ch, DESCRIBE_OK);
+                    continue;
+                }
+                int count = ByteBuffer.wrap(body).getInt();
+                long first = next[0];
+                next[0] += count;
+                Thread.sleep(30);
+                ByteBuffer ids = ByteBuffer.allocate(8 * count);
+                for (int i = 0; i < count; i++) {
+                    ids.putLong(first + i);
+                }
+                write(ch, response(0, 8, ids.array()));
+            }
+        };
+    }
+
+    private static long increasing(String who, long last, long[] got) {
+        for (long v : got) {
+            assertTrue(v > last, who + ": " + v + " after " + last + ", out of issue order");
+            last = v;
+        }
+        return last;
+    }
+
+    @Test
+    @Timeout(60)
+    void prefetchedIdsComeInIssueOrder() throws Exception {
+        try (Fake f = new Fake(slowCounter(new long[] {1}));
+                IdcarClient c = f.client().timeout(Duration.ofSeconds(5)).retryDeadline(Duration.ofSeconds(5))
+                        .prefetch(20).build()) {
+            long last = 0;
+            for (int i = 0; i < 100; i++) {
+                last = increasing("nextId", last, new long[] {c.nextId()});
+            }
+            for (int i = 0; i < 10; i++) {
+                last = increasing("ids(7)", last, c.ids(7));
+            }
+            last = increasing("ids(50), above the buffer's size", last, c.ids(50));
+            long[][] seen = new long[4][];
+            Thread[] threads = new Thread[4];
+            for (int t = 0; t < 4; t++) {
+                int mine = t;
+                threads[t] = new Thread(() -> {
+                    long[] got = new long[50];
+                    for (int i = 0; i < 50; i++) {
+                        got[i] = c.nextId();
+                    }
+                    seen[mine] = got;
+                });
+                threads[t].start();
+            }
+            for (Thread t : threads) {
+                t.join(30_000);
+            }
+            for (long[] got : seen) {
+                assertTrue(got != null, "a thread got no IDs");
+                increasing("a thread", last, got);
+            }
+        }
+    }
+
+    @Test
+    @Timeout(30)
+    void aSocketInAMissingDirectoryFailsAtOnce() throws Exception {
+        Path dir = Files.createTempDirectory("idcar-java-nodir-");
+        Path sock = dir.resolve("nodir").resolve("idcar.sock");
+        try (IdcarClient c = IdcarClient.builder().socket(sock).retryDeadline(Duration.ofSeconds(5)).build()) {
+            long t0 = System.nanoTime();
+            IdcarConnectException e = assertThrows(IdcarConnectException.class, c::nextId);
+            long ms = (System.nanoTime() - t0) / 1_000_000;
+            assertTrue(ms < 1000, "retried a directory that cannot appear: " + ms + " ms");
+            String want = "directory " + sock.getParent() + " does not exist";
+            assertTrue(e.getMessage().contains(want), "message <" + e.getMessage() + "> lacks <" + want + ">");
+        } finally {
+            Files.deleteIfExists(dir);
+        }
+    }
+
     @Test
     @Timeout(30)
     void garbageIsProtocolError() throws Exception {
