@@ -3,7 +3,7 @@
 # only the stripped binary. Base images are pinned; the build is --locked to Cargo.lock.
 FROM rust:1.89.0-slim-bookworm AS build
 WORKDIR /src
-COPY Cargo.toml Cargo.lock ./
+COPY Cargo.toml Cargo.lock build.rs ./
 COPY src ./src
 COPY benches ./benches
 COPY examples ./examples
@@ -16,8 +16,12 @@ COPY clients/rust/Cargo.toml ./clients/rust/Cargo.toml
 COPY clients/rust/src ./clients/rust/src
 COPY campaign/Cargo.toml ./campaign/Cargo.toml
 COPY campaign/src ./campaign/src
+# The commit the image is built from, for `idcar --version` and idcar_build_info (the build
+# context has no .git): docker build --build-arg IDCAR_COMMIT=$(git rev-parse --short=12 HEAD)
+ARG IDCAR_COMMIT=unknown
 ENV CARGO_PROFILE_RELEASE_DEBUG=false \
-    CARGO_PROFILE_RELEASE_STRIP=symbols
+    CARGO_PROFILE_RELEASE_STRIP=symbols \
+    IDCAR_COMMIT=${IDCAR_COMMIT}
 RUN cargo build --release --locked --bin idcar
 
 FROM debian:12.8-slim

@@ -5,13 +5,21 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// This build's version and the commit it was built from (`idcar --version`).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("IDCAR_COMMIT"),
+    ")"
+);
+
 /// The default socket path, shared by `serve` and `get`.
 pub const DEFAULT_SOCKET: &str = "/tmp/idcar.sock";
 
 #[derive(Debug, Parser)]
 #[command(
     name = "idcar",
-    version,
+    version = VERSION,
     about = "A unique-ID sidecar",
     propagate_version = true
 )]

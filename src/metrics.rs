@@ -272,10 +272,12 @@ impl Metrics {
         let process = Registry::new();
         let build = Reg(&process).gauges(
             "idcar_build_info",
-            "The version of this idcar (always 1)",
-            &["version"],
+            "The version of this idcar and the commit it was built from (always 1)",
+            &["version", "commit"],
         );
-        build.with_label_values(&[env!("CARGO_PKG_VERSION")]).set(1);
+        build
+            .with_label_values(&[env!("CARGO_PKG_VERSION"), env!("IDCAR_COMMIT")])
+            .set(1);
         #[cfg(target_os = "linux")]
         process
             .register(Box::new(

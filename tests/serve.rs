@@ -355,7 +355,17 @@ async fn admin_endpoints_and_metric_names() {
     for (name, labels) in m.lines().filter_map(parse_sample) {
         if name == "idcar_build_info" {
             let version = ("version".to_string(), env!("CARGO_PKG_VERSION").to_string());
-            assert_eq!(labels, vec![version]);
+            assert_eq!(labels.len(), 2, "{labels:?}");
+            assert!(labels.contains(&version), "{labels:?}");
+            let commit = labels.iter().find(|(k, _)| k == "commit").map(|(_, v)| v);
+            let commit = commit.unwrap_or_else(|| panic!("no commit label: {labels:?}"));
+            assert!(commit == "unknown" || commit.len() >= 12, "{labels:?}");
+            let (code, out, _) = run(&["--version"]);
+            assert_eq!(code, 0);
+            assert_eq!(
+                out.trim(),
+                format!("idcar {} (commit {commit})", env!("CARGO_PKG_VERSION"))
+            );
         } else if name.starts_with("idcar_") {
             assert!(pool.iter().all(|l| labels.contains(l)), "{name} {labels:?}");
             series += 1;

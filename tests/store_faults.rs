@@ -19,6 +19,26 @@ fn ts(id: u64) -> u64 {
     Fields::unpack(id).expect("valid lable64 ID").timestamp_ms
 }
 
+/// Milliseconds since the Unix epoch of `2026-11-27T10:01:02.345Z`.
+fn rfc3339_ms(t: &str) -> u64 {
+    let n = |a: usize, b: usize| t[a..b].parse::<i64>().unwrap();
+    let (y, m, d) = (n(0, 4), n(5, 7), n(8, 10));
+    // Days from 1970-01-01 (Howard Hinnant's days_from_civil).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * ((m + 9) % 12) + 2) / 5 + d - 1;
+    let days = era * 146_097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719_468;
+    let secs = days * 86_400 + n(11, 13) * 3_600 + n(14, 16) * 60 + n(17, 19);
+    (secs * 1_000 + n(20, 23)) as u64
+}
+
+#[test]
+fn rfc3339_ms_reads_what_idcar_pool_prints() {
+    assert_eq!(rfc3339_ms("2026-11-27T10:01:02.345Z"), 1_795_773_662_345);
+    assert_eq!(rfc3339_ms("1970-01-01T00:00:00.000Z"), 0);
+}
+
 fn generator(id: u64) -> u8 {
     Fields::unpack(id).expect("valid lable64 ID").generator
 }
@@ -332,10 +352,37 @@ async fn an_exhausted_pool_is_reported_and_the_waiter_takes_the_first_free_slot<
     let p = s.pool(1, 2);
     assert_eq!(p["free"], 0, "{p}");
     assert_eq!(p["waiting"].as_array().unwrap().len(), 1, "{p}");
+    // Without --pool-size, `idcar pool` counts in the size recorded with the pool: the same
+    // figures, in both stores.
+    let [flag, value] = s.target();
+    let text = run(&["pool", &flag, &value, "--cluster-id", "1"]);
+    assert_eq!(text.0, 0, "{}", text.2);
+    assert!(
+        text.1
+            .contains("lable64 cluster 1: 2/2 slots held, 0 free, 1 waiting"),
+        "{}",
+        text.1
+    );
+    // `since` is when the slot was taken, not when its holder started or queued.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let released = now_ms();
     all[ready[1]].stop_ok().await;
     all[waiting].wait_ready(limit).await;
     assert_eq!(all[waiting].metric("idcar_lease_slot").await, Some(s1));
     assert_eq!(all[waiting].metric("idcar_pool_exhausted").await, Some(0.0));
+    let p = s.pool(1, 2);
+    let taken = p["held"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["owner"]["pid"] == all[waiting].child.id())
+        .unwrap_or_else(|| panic!("the waiter holds no slot: {p}"));
+    let since = rfc3339_ms(taken["since"].as_str().unwrap());
+    assert!(
+        since + 200 >= released,
+        "since {} is before the slot was released ({released}): {p}",
+        taken["since"]
+    );
     let ids = all[waiting].take(10).await.unwrap();
     assert!(ids.iter().all(|id| f64::from(generator(*id)) == s1));
 }

@@ -117,7 +117,10 @@ func (p *prefetcher) ids(ctx context.Context, n int, dst []ID) ([]ID, error) {
 		}
 		p.mu.Lock()
 	}
+	// This caller is the refill now: a generation of its own, so that a waiter never takes
+	// an earlier refill's failure for this one's.
 	p.refilling = true
+	p.gen++
 	p.mu.Unlock()
 	dst, err := p.c.fetch(ctx, n, dst)
 	p.mu.Lock()
