@@ -27,6 +27,6 @@ for layout in lable64 sno80; do
   echo "-- python"; PYTHONPATH=clients/python $pin python3 clients/python/examples/bench.py --socket "$dir/s.sock" --seconds "$secs"
   echo "-- go";     $pin target/test-tools/go-bench --socket "$dir/s.sock" --seconds "$secs"
   echo "-- node";   $pin node clients/node/examples/bench.js --socket "$dir/s.sock" --seconds "$secs"
-  echo "-- java";   $pin java -cp clients/java/target/idcar-client-0.1.0.jar clients/java/examples/Bench.java --socket "$dir/s.sock" --seconds "$secs"
+  echo "-- java";   $pin java -cp clients/java/target/idcar-client-0.2.0.jar clients/java/examples/Bench.java --socket "$dir/s.sock" --seconds "$secs"
   kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""
 done

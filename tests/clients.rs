@@ -271,7 +271,7 @@ async fn java_client() {
         &mut mvn(&["package"]),
         Duration::from_secs(900),
     );
-    let jar = repo().join("clients/java/target/idcar-client-0.1.0.jar");
+    let jar = repo().join("clients/java/target/idcar-client-0.2.0.jar");
     assert!(jar.exists(), "mvn package makes {}", jar.display());
     fetch_agrees(&[
         tool("java").to_string_lossy().into_owned(),

@@ -108,6 +108,24 @@ fn alert_rules_check_and_every_alert_is_unit_tested() {
         .filter_map(|l| l.trim().strip_prefix("- alert: "))
         .collect();
     assert!(alerts.len() >= 7, "{alerts:?}");
+    // Every alert links to its runbook, which says what it means, how to confirm it (with a
+    // metric) and what to do.
+    let runbooks = std::fs::read_to_string(repo().join("docs/runbooks.md")).unwrap();
+    for a in &alerts {
+        let link = format!("runbook_url: docs/runbooks.md#{}", a.to_lowercase());
+        let in_rule = rules
+            .split("- alert: ")
+            .find(|r| r.starts_with(&format!("{a}\n")))
+            .unwrap();
+        assert!(in_rule.contains(&link), "{a} lacks `{link}`");
+        let section = runbooks
+            .split("\n## ")
+            .find(|s| s.starts_with(&format!("{a}\n")))
+            .unwrap_or_else(|| panic!("no runbook for {a} in docs/runbooks.md"));
+        for part in ["**Means.**", "**Confirm.**", "**Do.**", "idcar_"] {
+            assert!(section.contains(part), "the runbook of {a} lacks {part}");
+        }
+    }
     for a in alerts {
         assert!(
             tests.contains(&format!(

@@ -138,6 +138,26 @@ async fn errors_name_what_is_wrong() {
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(!dir.path().join("s.json").exists(), "started anyway");
 
+    // A state file of a later format: refused at start, naming both formats, left as it was.
+    let state = dir.path().join("newer.json");
+    let newer = r#"{"version":2,"marks":{"lable64/15/1":"later"}}"#;
+    std::fs::write(&state, newer).unwrap();
+    let (code, out, err) = run(&[
+        "serve",
+        "--admin-addr",
+        "none",
+        "--socket",
+        dir.path().join("s.sock").to_str().unwrap(),
+        "--state-file",
+        state.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        err.contains("state-file format 2") && err.contains("reads format 1"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&state).unwrap(), newer);
+
     // An HTTP server that is not idcar's admin listener.
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap().to_string();

@@ -94,6 +94,28 @@ impl Store {
         }
     }
 
+    /// The keys (ZooKeeper: children) directly under `dir`, full paths.
+    async fn children(&self, dir: &str) -> Vec<String> {
+        match self {
+            Store::Zk(z) => z
+                .client()
+                .await
+                .list_children(dir)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|c| format!("{dir}/{c}"))
+                .collect(),
+            Store::Etcd(e) => e
+                .etcdctl(0, &["get", &format!("{dir}/"), "--prefix", "--keys-only"])
+                .unwrap()
+                .lines()
+                .filter(|l| !l.is_empty())
+                .map(str::to_string)
+                .collect(),
+        }
+    }
+
     /// The store's data directory (its only node's).
     fn data_dir(&self) -> std::path::PathBuf {
         match self {
@@ -382,8 +404,10 @@ async fn etcd_a_mark_deleted_after_its_holder_died() {
 }
 
 /// An instance whose `--pool-size` differs from the recorded one is refused at start, naming
-/// the flag; `idcar pool` counts free slots in the recorded size when not given one.
-async fn pool_size_is_part_of_the_agreement(s: Store) {
+/// the flag; `idcar pool` counts free slots in the recorded size when not given one. A pool
+/// whose identity says a store format newer than this idcar reads is refused at start, naming
+/// both formats, and left as it was.
+async fn pool_size_and_format_are_part_of_the_agreement(s: Store) {
     let mut a = s.start(&["--pool-size", "2"]).await;
     a.wait_ready(Duration::from_secs(15)).await;
     let mut odd = s.start_refused(&["--pool-size", "3"]).await;
@@ -404,17 +428,38 @@ async fn pool_size_is_part_of_the_agreement(s: Store) {
         v[0]["identity"]["parameters"]["layout"], "lable64",
         "{json}"
     );
+    assert_eq!(v[0]["identity"]["format"], 1, "{json}");
     a.stop_ok().await;
+
+    let ids = s.children("/idcar/lable64/0/identity").await;
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    let mut rec: serde_json::Value = serde_json::from_str(&s.get(&ids[0]).await.unwrap()).unwrap();
+    assert_eq!(rec["format"], 1, "{rec}");
+    rec["format"] = 2.into();
+    let newer = rec.to_string();
+    s.put(&ids[0], &newer).await;
+    let mut old = s.start_refused(&["--pool-size", "2"]).await;
+    let (st, log) = old.exit_and_logs(Duration::from_secs(15)).await;
+    assert!(!st.success(), "{log}");
+    assert!(log.contains("store format 2"), "{log}");
+    assert!(log.contains("reads format 1"), "{log}");
+    assert_eq!(s.get(&ids[0]).await.as_deref(), Some(newer.as_str()));
+    let (code, out, err) = s.pool(&[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("store format 2, newer than this idcar reads"),
+        "{out}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn zookeeper_pool_size_is_part_of_the_agreement() {
-    pool_size_is_part_of_the_agreement(Store::zk()).await;
+async fn zookeeper_pool_size_and_format_are_part_of_the_agreement() {
+    pool_size_and_format_are_part_of_the_agreement(Store::zk()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn etcd_pool_size_is_part_of_the_agreement() {
-    pool_size_is_part_of_the_agreement(Store::etcd()).await;
+async fn etcd_pool_size_and_format_are_part_of_the_agreement() {
+    pool_size_and_format_are_part_of_the_agreement(Store::etcd()).await;
 }
 
 /// A snapshot restore rolls every mark (and slot) back to the snapshot's time, below what the

@@ -93,6 +93,12 @@ pub struct Args {
     /// The idcar binary (default: the one built beside this one).
     #[arg(long)]
     idcar: Option<PathBuf>,
+    /// The previous version's idcar binary (built with the fault-injection feature): every
+    /// sidecar starts on it, the pool is upgraded to `--idcar` one sidecar at a time (SIGTERM,
+    /// started again on the new binary) and rolled back the same way, while faults go on; the
+    /// checker judges the whole history (docs/campaign.md).
+    #[arg(long)]
+    previous_idcar: Option<PathBuf>,
     /// Where logs, sockets and the report go (default target/campaign/seed-SEED).
     #[arg(long)]
     out: Option<PathBuf>,
@@ -344,6 +350,20 @@ fn prepare(args: &Args, seed: u64) -> Result<Prepared> {
             .join("idcar"),
     };
     preflight(&idcar, args.plant_bug)?;
+    if let Some(p) = &args.previous_idcar {
+        preflight(p, args.plant_bug)?;
+        for (which, bin) in [("previous", p), ("this", &idcar)] {
+            let v = std::process::Command::new(bin)
+                .arg("--version")
+                .output()
+                .with_context(|| format!("running {} --version", bin.display()))?;
+            println!(
+                "campaign: {which} idcar: {} ({})",
+                String::from_utf8_lossy(&v.stdout).trim(),
+                bin.display()
+            );
+        }
+    }
     let out = args
         .out
         .clone()
@@ -384,6 +404,7 @@ fn start_cluster(
     let zk = procs::Ensemble::start(args.store, &hosts[..3], out)?;
     let spec = procs::SidecarSpec {
         idcar,
+        previous: args.previous_idcar.clone(),
         dir: out.to_path_buf(),
         args: serve_args(args, &zk.connect(), cluster),
         layout: args.layout.clone(),
@@ -397,6 +418,7 @@ fn start_cluster(
         .collect();
     let mut cl = procs::Cluster { sidecars, zk, net };
     for s in &mut cl.sidecars {
+        s.on_previous = spec.previous.is_some();
         s.spawn(&spec, 0)?;
     }
     Ok((cl, spec))
@@ -497,9 +519,71 @@ fn inject(
     cl: &mut procs::Cluster,
     spec: &procs::SidecarSpec,
 ) -> Result<()> {
+    let mut moved = 0;
     while started.elapsed() < args.duration && !INTERRUPTED.load(Ordering::SeqCst) {
         nem.step(cl, spec, true)?;
+        if spec.previous.is_some() {
+            moved += upgrade_step(started.elapsed(), args.duration, nem, cl, spec)?;
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
+    if spec.previous.is_some() {
+        println!("campaign: {moved} sidecar restarts between versions");
+    }
     Ok(())
+}
+
+/// Whether sidecar `s` of `n` runs the previous version at `at` of a run of `d`: all of them
+/// until 15 % of the run, then upgraded one after another until 45 %, all on this version
+/// until 60 %, rolled back one after another until 90 %, all on the previous version after.
+fn on_previous(s: usize, n: usize, at: Duration, d: Duration) -> bool {
+    let f = at.as_secs_f64() / d.as_secs_f64().max(1e-3);
+    let step = 0.3 * s as f64 / n.max(1) as f64;
+    !(f >= 0.15 + step && f < 0.6 + step)
+}
+
+/// Moves every sidecar that is due, and that no fault touches, to the version the schedule
+/// says (`on_previous`): a graceful restart, as a rolling upgrade or rollback does it. How
+/// many it moved.
+fn upgrade_step(
+    at: Duration,
+    d: Duration,
+    nem: &mut nemesis::Nemesis,
+    cl: &mut procs::Cluster,
+    spec: &procs::SidecarSpec,
+) -> Result<usize> {
+    let n = cl.sidecars.len();
+    let mut moved = 0;
+    for s in 0..n {
+        let want = on_previous(s, n, at, d);
+        if cl.sidecars[s].on_previous == want || nem.busy_sidecar(s) {
+            continue;
+        }
+        cl.sidecars[s].on_previous = want;
+        let how = if want { "rollback" } else { "upgrade" };
+        if cl.sidecars[s].running() {
+            let start_ns = procs::now_ns();
+            cl.sidecars[s].term_and_wait(&format!("SIGTERM ({how})"), Duration::from_secs(10));
+            cl.sidecars[s].spawn(spec, 0)?;
+            // Judged as a graceful hand-over: it touches this sidecar, and its slot's
+            // successor must serve in time.
+            nem.record(nemesis::Fault {
+                kind: nemesis::Kind::Upgrade,
+                sidecar: Some(s),
+                zk: None,
+                minority: Vec::new(),
+                did: how.to_string(),
+                skew_s: 0,
+                start_ns,
+                end_ns: procs::now_ns(),
+            });
+            moved += 1;
+            println!(
+                "campaign: {:5.1} s: sidecar {s} restarted on the {} version ({how})",
+                at.as_secs_f64(),
+                if want { "previous" } else { "new" }
+            );
+        }
+    }
+    Ok(moved)
 }

@@ -121,6 +121,33 @@ struct Availability {
     incarnations: usize,
 }
 
+/// What one idcar version did in the run.
+#[derive(Debug, Default, Serialize)]
+struct Version {
+    incarnations: usize,
+    ids: usize,
+}
+
+/// Incarnations and IDs issued per idcar version.
+fn versions(ops: &[Op], incarnations: &[Incarnation]) -> BTreeMap<&'static str, Version> {
+    let which: BTreeMap<(usize, u32), &'static str> = incarnations
+        .iter()
+        .map(|i| ((i.sidecar, i.number), i.version))
+        .collect();
+    let mut m: BTreeMap<&'static str, Version> = BTreeMap::new();
+    for i in incarnations {
+        m.entry(i.version).or_default().incarnations += 1;
+    }
+    for o in ops.iter().filter(|o| o.outcome == Outcome::Ok) {
+        let v = which
+            .get(&(o.sidecar, o.incarnation))
+            .copied()
+            .unwrap_or("this");
+        m.entry(v).or_default().ids += o.count;
+    }
+    m
+}
+
 #[derive(Debug, Default, Serialize)]
 struct Requests {
     total: usize,
@@ -152,6 +179,9 @@ struct Report<'a> {
     #[serde(flatten)]
     verdict_detail: &'a Verdict,
     availability: BTreeMap<usize, Availability>,
+    /// Per idcar version run (`this`, and `previous` with `--previous-idcar`): incarnations
+    /// and the IDs they issued.
+    versions: BTreeMap<&'static str, Version>,
     liveness: Option<Liveness>,
     unexpected_exits: Vec<String>,
     faults: &'a [crate::nemesis::Fault],
@@ -260,6 +290,7 @@ impl Run<'_> {
             requests: requests(ops),
             verdict_detail: verdict,
             availability: availability(ops, incarnations, self.started_ns, end_ns),
+            versions: versions(ops, incarnations),
             liveness,
             unexpected_exits: nem
                 .unexpected_exits
@@ -421,6 +452,14 @@ fn summary(r: &Report) -> String {
         "IDs checked {}, duplicates {}\n",
         v.ids_checked, v.duplicates
     );
+    if r.versions.len() > 1 {
+        let each: Vec<String> = r
+            .versions
+            .iter()
+            .map(|(v, x)| format!("{v}: {} incarnations, {} IDs", x.incarnations, x.ids))
+            .collect();
+        t += &format!("versions: {}\n", each.join("; "));
+    }
     t += "availability (share of seconds with IDs; requests answered with IDs):\n";
     for (s, a) in &r.availability {
         t += &format!(

@@ -28,9 +28,25 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The store format this idcar reads and writes: the shape of every entry of a pool's
+/// namespace (`params`, `identity/`, `queue/`, `slots/`, `marks/`, `witness/`, `wanted/`; see
+/// `crate::lease::pool::tree`). Recorded in the identity record (`format`; a record without one
+/// was written by idcar 0.1, which wrote format 1) and in every owner record. A later format
+/// that a reader of this one would misread records a new identity carrying it: every holder of
+/// the old identity stops at its next write (the identity fences them), and an instance that
+/// reads only older formats refuses to join, naming both formats, instead of misreading it.
+pub const FORMAT: u32 = 1;
+
+fn format_1() -> u32 {
+    1
+}
+
 /// The record of a pool's identity (`identity/<id>`, JSON).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Record {
+    /// The pool's store format ([`FORMAT`] when this idcar recorded it; 1 when absent).
+    #[serde(default = "format_1")]
+    pub format: u32,
     /// The highest mark in the pool when this identity was recorded: no claim under it
     /// issues a tick at or below this.
     #[serde(rename = "not-before")]
@@ -48,9 +64,54 @@ impl Record {
         serde_json::to_vec(self).expect("an identity record serialises")
     }
 
+    /// The record in `data`, or `None` if it is unreadable. A record of a newer format than
+    /// [`FORMAT`] is not read past its `format`: it comes back with that format and a floor
+    /// no claim ever reaches (see [`newer_format`], which refuses it first).
     pub fn parse(data: &[u8]) -> Option<Record> {
+        #[derive(Deserialize)]
+        struct Head {
+            #[serde(default = "format_1")]
+            format: u32,
+        }
+        let head: Head = serde_json::from_slice(data).ok()?;
+        if head.format > FORMAT {
+            return Some(Record {
+                format: head.format,
+                not_before: u64::MAX,
+                pool_size: 0,
+                recorded_ms: 0,
+            });
+        }
         serde_json::from_slice(data).ok()
     }
+}
+
+/// Why an instance cannot join a pool kept in store format `theirs` (newer than [`FORMAT`]).
+pub fn newer(what: &str, theirs: &str) -> String {
+    format!(
+        "{what} is in store format {theirs}, written by a newer idcar; this idcar ({}) reads \
+         format {FORMAT} and refuses to join rather than misread it: run a version that reads \
+         format {theirs} (see the operations guide, \"Upgrading and rolling back\")",
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
+/// Why an instance cannot join the pool of identity record `rec` (read at `key`), if its
+/// format is newer than this idcar reads.
+pub fn newer_format(rec: &Record, key: &str) -> Option<String> {
+    (rec.format > FORMAT).then(|| newer(&format!("the pool ({key})"), &rec.format.to_string()))
+}
+
+/// Why an instance cannot join a pool whose `params` record (JSON) says it is of a newer
+/// format (`"format"`: a format-1 record has none, or `"1"`).
+pub fn newer_params(params: &[u8], key: &str) -> Option<String> {
+    let map: std::collections::BTreeMap<String, serde_json::Value> =
+        serde_json::from_slice(params).ok()?;
+    let theirs = match map.get("format")? {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    (theirs != FORMAT.to_string()).then(|| newer(&format!("the pool ({key})"), &theirs))
 }
 
 /// The pool an instance agreed to join: its identity's record, and the floor every claim
@@ -122,6 +183,7 @@ mod tests {
     #[test]
     fn records_read_back_and_name_the_pool_size() {
         let r = Record {
+            format: FORMAT,
             not_before: 123,
             pool_size: 64,
             recorded_ms: 5,
@@ -129,7 +191,7 @@ mod tests {
         assert_eq!(Record::parse(&r.to_json()), Some(r.clone()));
         assert_eq!(
             String::from_utf8(r.to_json()).unwrap(),
-            r#"{"not-before":123,"pool-size":64,"recorded-ms":5}"#
+            r#"{"format":1,"not-before":123,"pool-size":64,"recorded-ms":5}"#
         );
         assert!(Record::parse(b"junk").is_none());
         assert_eq!(pool_size_mismatch(&r, 64), None);
@@ -138,5 +200,32 @@ mod tests {
             "--pool-size: the pool has 64, this instance 8"
         );
         assert_eq!(id_of(0x1f, 2), "000000000000001f-2");
+    }
+
+    #[test]
+    fn a_record_without_a_format_is_format_1_and_a_newer_one_is_refused_unread() {
+        // What idcar 0.1 wrote.
+        let old = Record::parse(br#"{"not-before":7,"pool-size":8,"recorded-ms":1}"#).unwrap();
+        assert_eq!((old.format, old.not_before, old.pool_size), (1, 7, 8));
+        assert_eq!(newer_format(&old, "k"), None);
+        // A later format, whatever else it holds (here a floor this idcar must not trust).
+        let new = Record::parse(br#"{"format":2,"not-before":"soon","pool-size":8}"#).unwrap();
+        assert_eq!((new.format, new.not_before), (2, u64::MAX));
+        let why = newer_format(&new, "/idcar/lable64/0/identity/x").unwrap();
+        assert!(why.contains("store format 2"), "{why}");
+        assert!(why.contains("reads format 1"), "{why}");
+        assert!(why.contains("/idcar/lable64/0/identity/x"), "{why}");
+        // Parameters: none or "1" is this format; anything else is refused.
+        assert_eq!(newer_params(br#"{"layout":"lable64"}"#, "p"), None);
+        assert_eq!(
+            newer_params(br#"{"layout":"lable64","format":"1"}"#, "p"),
+            None
+        );
+        assert!(newer_params(br#"{"layout":"lable64","format":"2"}"#, "p")
+            .unwrap()
+            .contains("store format 2"));
+        assert!(newer_params(br#"{"format":3}"#, "p")
+            .unwrap()
+            .contains("store format 3"));
     }
 }

@@ -254,6 +254,26 @@ impl StateFile {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Contents::default()),
             Err(e) => return Err(err(&self.path, e)),
         };
+        // The version first: a later format may hold anything past it.
+        #[derive(serde::Deserialize)]
+        struct Head {
+            version: Option<u64>,
+        }
+        if let Ok(Head {
+            version: Some(v @ 2..),
+        }) = serde_json::from_str::<Head>(&text)
+        {
+            return Err(err(
+                &self.path,
+                format!(
+                    "is in state-file format {v}, written by a newer idcar; this idcar ({}) \
+                     reads format 1 and refuses it rather than misread its time marks: run a \
+                     version that reads format {v} (see the operations guide, \"Upgrading and \
+                     rolling back\")",
+                    env!("CARGO_PKG_VERSION")
+                ),
+            ));
+        }
         let mut c: Contents = serde_json::from_str(&text).map_err(|e| {
             err(
                 &self.path,
@@ -403,6 +423,22 @@ mod tests {
             .filter(|n| n.contains(".tmp."))
             .collect();
         assert!(leftovers.is_empty(), "{leftovers:?}");
+    }
+
+    /// A state file of a later format is refused, naming both formats, whatever it holds
+    /// past its version; it is left as it was.
+    #[test]
+    fn a_newer_format_is_refused_unread_and_untouched() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("s.json");
+        let newer = r#"{"version":2,"marks":{"a":"at 5 past"}}"#;
+        std::fs::write(&p, newer).unwrap();
+        let f = StateFile::open(&p).unwrap();
+        let e = f.read("a").unwrap_err().to_string();
+        assert!(e.contains("state-file format 2"), "{e}");
+        assert!(e.contains("reads format 1"), "{e}");
+        assert!(f.write_with_token("a", 9, None).is_err());
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), newer);
     }
 
     /// Once one sector long, the file is overwritten in place (same inode, one sector, still

@@ -170,7 +170,12 @@ impl History<'_> {
         for f in faults.iter().filter(|f| {
             matches!(
                 f.kind,
-                Kind::Kill | Kind::Stop | Kind::Partition | Kind::Term | Kind::Clock
+                Kind::Kill
+                    | Kind::Stop
+                    | Kind::Partition
+                    | Kind::Term
+                    | Kind::Clock
+                    | Kind::Upgrade
             )
         }) {
             let Some(s) = f.sidecar else { continue };

@@ -238,6 +238,7 @@ mod tests {
             ended_by: None,
             log: "/nonexistent".into(),
             reconfigured: false,
+            version: "this",
         }
     }
 

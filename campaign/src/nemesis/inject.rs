@@ -122,6 +122,7 @@ impl Nemesis {
             Kind::Disagree => self.restart_disagreeing(cl, spec, sidecar(), fault),
             Kind::Release => self.cut_release(cl, sidecar(), fault),
             Kind::Busy => self.start_busy(),
+            Kind::Upgrade => anyhow::bail!("moves between versions are scheduled, not drawn"),
         }
     }
 

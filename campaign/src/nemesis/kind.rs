@@ -56,6 +56,10 @@ pub enum Kind {
     /// started beside the sidecars; an operator deletes its lock file and starts a second one
     /// on the same state file, which must be refused while the first serves on.
     Lock,
+    /// A sidecar moved between idcar versions (`--previous-idcar`): a graceful restart on the
+    /// other binary. Scheduled by the campaign, never drawn.
+    #[value(skip)]
+    Upgrade,
 }
 
 impl Kind {
@@ -100,6 +104,7 @@ impl Kind {
             Kind::Abandon => "abandon",
             Kind::Reconfigure => "reconfigure",
             Kind::Lock => "lock",
+            Kind::Upgrade => "upgrade",
         }
     }
 

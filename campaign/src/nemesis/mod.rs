@@ -118,7 +118,7 @@ impl Nemesis {
     }
 
     /// Whether a fault targets sidecar `s`.
-    fn busy_sidecar(&self, s: usize) -> bool {
+    pub fn busy_sidecar(&self, s: usize) -> bool {
         self.active.iter().any(|a| a.fault.sidecar == Some(s))
     }
 
@@ -211,6 +211,12 @@ impl Nemesis {
             },
         };
         Ok(())
+    }
+
+    /// Records a fault the campaign itself caused (a move between versions), so that the
+    /// checker knows what it touched.
+    pub fn record(&mut self, fault: Fault) {
+        self.done.push(fault);
     }
 
     /// Heals every active fault (waiting, bounded, for those that need a process to exit).

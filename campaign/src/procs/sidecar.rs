@@ -29,6 +29,8 @@ pub struct Incarnation {
     /// Started with the pool's other parameters (the reconfigure fault): its IDs decode with
     /// them.
     pub reconfigured: bool,
+    /// Which idcar it ran: `this` (`--idcar`) or `previous` (`--previous-idcar`).
+    pub version: &'static str,
 }
 
 /// One sidecar: its namespace, socket, and current process.
@@ -39,6 +41,8 @@ pub struct Sidecar {
     /// The incarnation a new connection to `socket` reaches (0: none started yet).
     pub incarnation: Arc<AtomicU32>,
     pub skew_s: i64,
+    /// Its next incarnation runs the previous version (`SidecarSpec::previous`).
+    pub on_previous: bool,
     child: Option<Child>,
     pub history: Vec<Incarnation>,
 }
@@ -46,6 +50,9 @@ pub struct Sidecar {
 /// What every sidecar is started with.
 pub struct SidecarSpec {
     pub idcar: PathBuf,
+    /// The previous version's idcar, run by sidecars whose `on_previous` is set (a rolling
+    /// upgrade and its rollback).
+    pub previous: Option<PathBuf>,
     pub dir: PathBuf,
     pub args: Vec<String>,
     /// The pool's layout and cluster (for the operator faults on the store).
@@ -66,6 +73,7 @@ impl Sidecar {
             socket: dir.join(format!("sc{index}.sock")),
             incarnation: Arc::new(AtomicU32::new(0)),
             skew_s: 0,
+            on_previous: false,
             child: None,
             history: Vec::new(),
         }
@@ -97,7 +105,11 @@ impl Sidecar {
                 .arg(format!("FAKETIME={skew_s:+}s"))
                 .arg("FAKETIME_DONT_FAKE_MONOTONIC=1");
         }
-        cmd.arg(&spec.idcar)
+        let (binary, version) = match (&spec.previous, self.on_previous) {
+            (Some(p), true) => (p, "previous"),
+            _ => (&spec.idcar, "this"),
+        };
+        cmd.arg(binary)
             .arg("serve")
             .arg("--socket")
             .arg(&self.socket)
@@ -121,6 +133,7 @@ impl Sidecar {
             ended_by: None,
             log,
             reconfigured: false,
+            version,
         });
         Ok(())
     }
@@ -157,6 +170,22 @@ impl Sidecar {
             }
             _ => false,
         }
+    }
+
+    /// SIGTERMs the process (a graceful hand-over) and waits for it, at most `limit` (then
+    /// SIGKILLs it): whether it exited by itself.
+    pub fn term_and_wait(&mut self, how: &str, limit: std::time::Duration) -> bool {
+        self.signal(Signal::SIGCONT);
+        self.signal(Signal::SIGTERM);
+        let until = std::time::Instant::now() + limit;
+        while std::time::Instant::now() < until {
+            if self.reap(how) {
+                return true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        self.kill9(&format!("{how}, not exited in {limit:?}"));
+        false
     }
 
     /// SIGKILLs the process and waits for it.

@@ -3,7 +3,7 @@
 // A single-file program (JDK 17+ source launcher):
 //
 //   mvn package   # in clients/java, once
-//   java -cp target/idcar-client-0.1.0.jar examples/Bench.java --socket /tmp/idcar.sock --seconds 3
+//   java -cp target/idcar-client-0.2.0.jar examples/Bench.java --socket /tmp/idcar.sock --seconds 3
 
 import dev.idcar.client.IdcarClient;
 

@@ -3,7 +3,7 @@
 // back to IDCAR_SOCKET, then /tmp/idcar.sock. A single-file program (JDK 17+ source launcher):
 //
 //   mvn package   # in clients/java, once
-//   java -cp target/idcar-client-0.1.0.jar examples/Fetch.java --socket /tmp/idcar.sock --count 5
+//   java -cp target/idcar-client-0.2.0.jar examples/Fetch.java --socket /tmp/idcar.sock --count 5
 
 import dev.idcar.client.Id;
 import dev.idcar.client.IdcarClient;

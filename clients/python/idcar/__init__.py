@@ -24,4 +24,4 @@ __all__ = [
     "ProtocolError", "Si53Fields", "Sno80Fields", "SocketPath", "Ugd60Fields",
     "UnavailableError", "decode", "text",
 ]
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -108,6 +108,7 @@ pub(crate) async fn join_or_record(
         let used = highest.is_some() || !older.is_empty();
         let not_before = identity::floor_over(used, highest.unwrap_or(0), &neg.proto);
         let rec = Record {
+            format: identity::FORMAT,
             not_before,
             pool_size: neg.cfg.pool_size,
             recorded_ms: neg.proto.clock.now_unix_ns() / 1_000_000,

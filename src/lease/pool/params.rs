@@ -56,6 +56,9 @@ pub(crate) async fn agree<S: Session>(
             }
             Ok(Err(f)) => return Err(super::claim::end_for(f, "agreeing the pool's parameters")),
         };
+        if let Some(why) = identity::newer_params(&recorded.data, &key) {
+            return Err(End::disagreeing(first, why));
+        }
         if let Some(why) = mismatch(&ours, &recorded.data) {
             return Err(disagree(why));
         }
@@ -77,6 +80,9 @@ pub(crate) async fn agree<S: Session>(
             }
             Ok(Err(f)) => return Err(super::claim::end_for(f, "agreeing the pool's identity")),
         };
+        if let Some(why) = identity::newer_format(&rec, &key) {
+            return Err(End::disagreeing(first, why));
+        }
         if let Some(why) = identity::pool_size_mismatch(&rec, neg.cfg.pool_size) {
             return Err(disagree(why));
         }
@@ -107,7 +113,12 @@ pub(crate) fn mismatch(ours: &BTreeMap<String, String>, theirs: &[u8]) -> Option
         Ok(t) => t,
         Err(e) => return Some(format!("the recorded parameters are unreadable ({e})")),
     };
-    let keys: std::collections::BTreeSet<&String> = ours.keys().chain(theirs.keys()).collect();
+    // `format` is the record's format, not a parameter (`identity::newer_params` checks it).
+    let keys: std::collections::BTreeSet<&String> = ours
+        .keys()
+        .chain(theirs.keys())
+        .filter(|k| k.as_str() != "format")
+        .collect();
     let diffs: Vec<String> = keys
         .into_iter()
         .filter(|k| ours.get(*k) != theirs.get(*k))
@@ -147,5 +158,10 @@ mod tests {
             .unwrap()
             .contains("--base-clock: the pool has 1, this instance (none)"));
         assert!(mismatch(&ours, b"junk").unwrap().contains("unreadable"));
+        // A format-1 record may say so.
+        assert_eq!(
+            mismatch(&ours, br#"{"layout":"si53","mid-bits":"7","format":"1"}"#),
+            None
+        );
     }
 }

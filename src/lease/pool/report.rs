@@ -37,16 +37,22 @@ pub struct IdentityReport {
     pub not_before: Option<u64>,
     /// When the identity was recorded (RFC 3339).
     pub recorded: Option<String>,
+    /// The pool's store format (1 for pools recorded before formats were written).
+    pub format: Option<u32>,
 }
 
 impl IdentityReport {
     /// From a `params` record and the identity record read for it (named `id`).
     pub fn new(params: &[u8], id: &str, record: Option<&[u8]>) -> IdentityReport {
-        let rec = record.and_then(crate::lease::identity::Record::parse);
+        let parsed = record.and_then(crate::lease::identity::Record::parse);
+        let format = parsed.as_ref().map(|r| r.format);
+        // Nothing past the format of a record this idcar does not read.
+        let rec = parsed.filter(|r| r.format <= crate::lease::identity::FORMAT);
         IdentityReport {
-            id: rec.as_ref().map(|_| id.to_string()),
+            id: format.map(|_| id.to_string()),
             parameters: serde_json::from_slice(params).unwrap_or_default(),
             pool_size: rec.as_ref().map(|r| r.pool_size),
+            format,
             not_before: rec.as_ref().map(|r| r.not_before),
             recorded: rec
                 .as_ref()
@@ -186,9 +192,20 @@ pub fn render(reports: &[ClusterReport]) -> String {
                     .map(|(k, v)| format!("{k}={v}"))
                     .collect();
                 let _ = match (&i.id, i.pool_size, &i.recorded) {
+                    _ if i.format.is_some_and(|f| f > crate::lease::identity::FORMAT) => {
+                        writeln!(
+                            s,
+                            "  pool identity {}: store format {}, newer than this idcar reads \
+                             ({}): use a version that reads it",
+                            i.id.as_deref().unwrap_or("?"),
+                            i.format.unwrap_or_default(),
+                            crate::lease::identity::FORMAT
+                        )
+                    }
                     (Some(id), Some(size), Some(at)) => writeln!(
                         s,
-                        "  pool identity {id} recorded {at}: pool size {size}, {}",
+                        "  pool identity {id} recorded {at}: store format {}, pool size {size}, {}",
+                        i.format.unwrap_or(1),
                         params.join(" ")
                     ),
                     _ => writeln!(s, "  pool identity not recorded yet: {}", params.join(" ")),
@@ -199,7 +216,7 @@ pub fn render(reports: &[ClusterReport]) -> String {
             }
         }
         for h in &r.held {
-            let who = h.owner.as_ref().map_or("?".to_string(), describe);
+            let who = h.owner.as_ref().map_or(UNREAD.to_string(), describe);
             let mark = h.mark.map_or("-".to_string(), |m| m.to_string());
             let _ = writeln!(
                 s,
@@ -208,7 +225,7 @@ pub fn render(reports: &[ClusterReport]) -> String {
             );
         }
         for w in &r.waiting {
-            let who = w.owner.as_ref().map_or("?".to_string(), describe);
+            let who = w.owner.as_ref().map_or(UNREAD.to_string(), describe);
             let _ = writeln!(s, "  waiting: {} {who}", w.node);
         }
         for m in &r.multi {
@@ -228,6 +245,9 @@ pub fn render(reports: &[ClusterReport]) -> String {
     }
     s
 }
+
+/// A holder whose record this idcar does not read (another program's, or a newer format).
+const UNREAD: &str = "? (not readable by this idcar)";
 
 fn describe(o: &Owner) -> String {
     match &o.pod {

@@ -19,6 +19,11 @@
 //!
 //! A mark is decimal ticks in the layout's time unit, then a space and the 16-hex-digit token
 //! of the claim that wrote it (marks written by older versions, or created at 0, have none).
+//!
+//! All of it is store format `crate::lease::identity::FORMAT` (1), recorded in the identity
+//! record and in every owner record (`format`; none in records of idcar 0.1, which wrote format
+//! 1): a reader refuses a newer format rather than read past its number (see
+//! `crate::lease::identity`).
 
 /// The paths of one layout and cluster's namespace.
 #[derive(Clone, Debug)]
@@ -81,6 +86,10 @@ impl Paths {
 /// Who holds a slot: the JSON data of a slot node (and of a queue node).
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Owner {
+    /// The store format of the writer (`crate::lease::identity::FORMAT`; 1 when absent, as
+    /// idcar 0.1 wrote it). A record of a newer format is not read (see [`parse_owner`]).
+    #[serde(default = "one")]
+    pub format: u32,
     pub host: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod: Option<String>,
@@ -118,6 +127,7 @@ impl Owner {
             .or_else(|_| std::env::var("HOSTNAME"))
             .unwrap_or_else(|_| "unknown".into());
         Owner {
+            format: crate::lease::identity::FORMAT,
             host,
             pod: pod.map(str::to_string),
             pid: std::process::id(),
@@ -148,9 +158,15 @@ pub(crate) fn instance_id() -> String {
     format!("{:016x}", rand::random::<u64>())
 }
 
-/// Parses a slot node's owner data, if it is idcar's.
+fn one() -> u32 {
+    1
+}
+
+/// Parses a slot node's owner data, if it is idcar's and of a format this idcar reads.
 pub fn parse_owner(data: &[u8]) -> Option<Owner> {
-    serde_json::from_slice(data).ok()
+    serde_json::from_slice(data)
+        .ok()
+        .filter(|o: &Owner| o.format <= crate::lease::identity::FORMAT)
 }
 
 /// Parses a mark node's data: decimal ticks, optionally followed by a space and the token

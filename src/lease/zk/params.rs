@@ -124,6 +124,7 @@ pub(crate) async fn join_or_record(
         let (used_marks, highest) = highest_mark(client, paths).await?;
         let not_before = identity::floor_over(used || used_marks, highest, &neg.proto);
         let rec = Record {
+            format: identity::FORMAT,
             not_before,
             pool_size: neg.cfg.pool_size,
             recorded_ms: neg.proto.clock.now_unix_ns() / 1_000_000,
