@@ -450,6 +450,14 @@ async fn pool_size_and_format_are_part_of_the_agreement(s: Store) {
         out.contains("store format 2, newer than this idcar reads"),
         "{out}"
     );
+    // Nor is it recorded over when its `params` is gone (a restore, a parameter change): the
+    // newer pool's identity stays, and this idcar still refuses.
+    s.delete("/idcar/lable64/0/params").await;
+    let mut again = s.start_refused(&["--pool-size", "2"]).await;
+    let (st, log) = again.exit_and_logs(Duration::from_secs(15)).await;
+    assert!(!st.success(), "{log}");
+    assert!(log.contains("store format 2"), "{log}");
+    assert_eq!(s.get(&ids[0]).await.as_deref(), Some(newer.as_str()));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -534,11 +534,12 @@ fn inject(
 }
 
 /// Whether sidecar `s` of `n` runs the previous version at `at` of a run of `d`: all of them
-/// until 15 % of the run, then upgraded one after another until 45 %, all on this version
-/// until 60 %, rolled back one after another until 90 %, all on the previous version after.
+/// until 15 % of the run, then upgraded one after another until 30 %, all on this version
+/// until 60 %, rolled back one after another until 75 %, all on the previous version after
+/// (the rest of the run leaves the nemesis room for solo faults).
 fn on_previous(s: usize, n: usize, at: Duration, d: Duration) -> bool {
     let f = at.as_secs_f64() / d.as_secs_f64().max(1e-3);
-    let step = 0.3 * s as f64 / n.max(1) as f64;
+    let step = 0.15 * s as f64 / n.max(1) as f64;
     !(f >= 0.15 + step && f < 0.6 + step)
 }
 
@@ -563,7 +564,8 @@ fn upgrade_step(
         let how = if want { "rollback" } else { "upgrade" };
         if cl.sidecars[s].running() {
             let start_ns = procs::now_ns();
-            cl.sidecars[s].term_and_wait(&format!("SIGTERM ({how})"), Duration::from_secs(10));
+            let exited =
+                cl.sidecars[s].term_and_wait(&format!("SIGTERM ({how})"), Duration::from_secs(10));
             cl.sidecars[s].spawn(spec, 0)?;
             // Judged as a graceful hand-over: it touches this sidecar, and its slot's
             // successor must serve in time.
@@ -572,7 +574,11 @@ fn upgrade_step(
                 sidecar: Some(s),
                 zk: None,
                 minority: Vec::new(),
-                did: how.to_string(),
+                did: if exited {
+                    how.to_string()
+                } else {
+                    format!("{how}: killed, not exited in 10 s")
+                },
                 skew_s: 0,
                 start_ns,
                 end_ns: procs::now_ns(),

@@ -31,10 +31,13 @@ use serde::{Deserialize, Serialize};
 /// The store format this idcar reads and writes: the shape of every entry of a pool's
 /// namespace (`params`, `identity/`, `queue/`, `slots/`, `marks/`, `witness/`, `wanted/`; see
 /// `crate::lease::pool::tree`). Recorded in the identity record (`format`; a record without one
-/// was written by idcar 0.1, which wrote format 1) and in every owner record. A later format
-/// that a reader of this one would misread records a new identity carrying it: every holder of
-/// the old identity stops at its next write (the identity fences them), and an instance that
-/// reads only older formats refuses to join, naming both formats, instead of misreading it.
+/// was written by idcar 0.1, which wrote format 1) and in every owner record. A later format is
+/// introduced by recording the pool anew: `params` recreated with a `"format"` entry, and an
+/// identity record carrying it. Recreating `params` fences every holder of the old pool in
+/// both stores (ZooKeeper: its identity record is deleted; etcd: `params`' revisions change);
+/// an instance that reads only older formats then refuses to join, naming both formats
+/// (idcar 0.1, which knows no formats, refuses the unknown `format` parameter), and never
+/// records a pool over a newer one.
 pub const FORMAT: u32 = 1;
 
 fn format_1() -> u32 {
@@ -99,7 +102,12 @@ pub fn newer(what: &str, theirs: &str) -> String {
 /// Why an instance cannot join the pool of identity record `rec` (read at `key`), if its
 /// format is newer than this idcar reads.
 pub fn newer_format(rec: &Record, key: &str) -> Option<String> {
-    (rec.format > FORMAT).then(|| newer(&format!("the pool ({key})"), &rec.format.to_string()))
+    (rec.format > FORMAT).then(|| {
+        newer(
+            &format!("the pool of {key} (by its identity record)"),
+            &rec.format.to_string(),
+        )
+    })
 }
 
 /// Why an instance cannot join a pool whose `params` record (JSON) says it is of a newer

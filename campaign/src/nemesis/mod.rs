@@ -214,9 +214,15 @@ impl Nemesis {
     }
 
     /// Records a fault the campaign itself caused (a move between versions), so that the
-    /// checker knows what it touched.
+    /// checker knows what it touched; the quiet before and after a solo fault starts again
+    /// from it, so that solo faults stay alone.
     pub fn record(&mut self, fault: Fault) {
         self.done.push(fault);
+        self.phase = match self.phase {
+            Phase::Draining { .. } => Phase::Draining { quiet_since: None },
+            Phase::Solo { .. } => Phase::Solo { quiet_since: None },
+            storm => storm,
+        };
     }
 
     /// Heals every active fault (waiting, bounded, for those that need a process to exit).

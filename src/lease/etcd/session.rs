@@ -98,13 +98,22 @@ pub(crate) async fn join_or_record(
                 .map(Some)
                 .ok_or_else(|| EtcdError::Fatal(identity::unreadable(&key)));
         }
+        let older = pool::under(etcd, &paths.identities(), false).await?;
+        // A pool that a newer idcar recorded is not recorded over (nor its marks trusted): its
+        // record comes back, and the agreement refuses it, naming its format.
+        if let Some(newer) = older
+            .iter()
+            .filter_map(|kv| Record::parse(&kv.value))
+            .find(|r| r.format > identity::FORMAT)
+        {
+            return Ok(Some(newer));
+        }
         let mut marks = pool::under(etcd, &paths.marks(), false).await?;
         marks.extend(pool::under(etcd, &paths.witnesses(), false).await?);
         let highest = marks
             .iter()
             .map(|kv| parse_mark_and_token(&kv.value).map_or(0, |(m, _)| m))
             .max();
-        let older = pool::under(etcd, &paths.identities(), true).await?;
         let used = highest.is_some() || !older.is_empty();
         let not_before = identity::floor_over(used, highest.unwrap_or(0), &neg.proto);
         let rec = Record {

@@ -106,6 +106,21 @@ pub(crate) async fn join_or_record(
             Err(e) => return Err(context(e, &format!("cannot read {}", paths.params()))),
         }
         let used = !records.is_empty();
+        // A pool that a newer idcar recorded is not recorded over (nor its marks read): its
+        // record comes back, and the agreement refuses it, naming its format.
+        for other in records.iter().filter(|o| !o.starts_with(&prefix)) {
+            let key = paths.identity(other);
+            match client.get_data(&key).await {
+                Ok((data, _)) => {
+                    if let Some(rec) = Record::parse(&data).filter(|r| r.format > identity::FORMAT)
+                    {
+                        return Ok(Some((key, rec)));
+                    }
+                }
+                Err(zk::Error::NoNode) => {}
+                Err(e) => return Err(context(e, &format!("cannot read {key}"))),
+            }
+        }
         for other in records.iter().filter(|o| !o.starts_with(&prefix)) {
             match client.delete(&paths.identity(other), None).await {
                 Ok(()) | Err(zk::Error::NoNode) => tracing::warn!(
