@@ -175,12 +175,14 @@ pub fn pool_size_mismatch(rec: &Record, ours: u32) -> Option<String> {
 }
 
 /// The message of an instance that disagrees with the pool it would join.
-pub fn disagrees(key: &str, why: &str, store_flag: &str) -> String {
+/// (Never "another root for a separate pool": two pools of one layout and cluster hand out
+/// the same generators.)
+pub fn disagrees(key: &str, why: &str) -> String {
     format!(
         "this instance's parameters differ from those of the pool it would join ({key}): \
          {why}. Instances of one pool must share every parameter that shapes its IDs, or they \
-         could issue the same IDs: change this instance's flags, or use another cluster ID or \
-         {store_flag} for a separate pool"
+         could issue the same IDs: give this instance the pool's flags, or (for a layout with a \
+         cluster ID) a cluster ID of its own"
     )
 }
 

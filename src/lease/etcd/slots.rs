@@ -89,7 +89,6 @@ impl Session for EtcdSession {
     type Marks = EtcdMarks;
     /// Our queue key and its create revision.
     type Place = (String, i64);
-    const ROOT_FLAG: &'static str = "--etcd-prefix";
 
     fn announce(&self) {
         tracing::info!(

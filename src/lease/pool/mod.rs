@@ -164,9 +164,6 @@ pub(crate) trait Session: Send + Sync + Sized + 'static {
     /// A contender's place in the queue.
     type Place: Send + Sync;
 
-    /// The flag that names the namespace's root: "--zk-root", "--etcd-prefix".
-    const ROOT_FLAG: &'static str;
-
     /// Logs that the session is open (its id, the TTL granted, ...).
     fn announce(&self);
 

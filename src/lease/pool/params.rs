@@ -33,8 +33,7 @@ pub(crate) async fn agree<S: Session>(
     let key = neg.paths.params();
     let ours: BTreeMap<String, String> = neg.cfg.pool_params.iter().cloned().collect();
     let data = serde_json::to_vec(&ours).expect("parameters serialise");
-    let disagree =
-        |why: String| End::disagreeing(first, identity::disagrees(&key, &why, S::ROOT_FLAG));
+    let disagree = |why: String| End::disagreeing(first, identity::disagrees(&key, &why));
     let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(1));
     // Each pass either agrees, or finds `params` changed meanwhile, or waits out a passing
     // fault. Passing faults are waited out for as long as they last (the release and the

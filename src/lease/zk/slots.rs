@@ -100,7 +100,6 @@ fn mark_read(r: zk::MultiReadResult) -> u64 {
 impl Session for ZkSession {
     type Marks = ZkMarks;
     type Place = String;
-    const ROOT_FLAG: &'static str = "--zk-root";
 
     fn announce(&self) {
         tracing::info!(session = %self.client.session_id(), "ZooKeeper session established");
