@@ -40,8 +40,14 @@ use serde::{Deserialize, Serialize};
 /// records a pool over a newer one.
 pub const FORMAT: u32 = 1;
 
-fn format_1() -> u32 {
+/// The format of a record that names none: idcar 0.1 wrote format 1 without saying so.
+pub(crate) fn format_1() -> u32 {
     1
+}
+
+/// Whether this idcar reads records of store format `format` (false: a newer one).
+pub fn reads(format: u32) -> bool {
+    format <= FORMAT
 }
 
 /// The record of a pool's identity (`identity/<id>`, JSON).
@@ -77,7 +83,7 @@ impl Record {
             format: u32,
         }
         let head: Head = serde_json::from_slice(data).ok()?;
-        if head.format > FORMAT {
+        if !reads(head.format) {
             return Some(Record {
                 format: head.format,
                 not_before: u64::MAX,
@@ -102,7 +108,7 @@ pub fn newer(what: &str, theirs: &str) -> String {
 /// Why an instance cannot join the pool of identity record `rec` (read at `key`), if its
 /// format is newer than this idcar reads.
 pub fn newer_format(rec: &Record, key: &str) -> Option<String> {
-    (rec.format > FORMAT).then(|| {
+    (!reads(rec.format)).then(|| {
         newer(
             &format!("the pool of {key} (by its identity record)"),
             &rec.format.to_string(),

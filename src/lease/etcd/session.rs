@@ -104,7 +104,7 @@ pub(crate) async fn join_or_record(
         if let Some(newer) = older
             .iter()
             .filter_map(|kv| Record::parse(&kv.value))
-            .find(|r| r.format > identity::FORMAT)
+            .find(|r| !identity::reads(r.format))
         {
             return Ok(Some(newer));
         }

@@ -47,7 +47,7 @@ impl IdentityReport {
         let parsed = record.and_then(crate::lease::identity::Record::parse);
         let format = parsed.as_ref().map(|r| r.format);
         // Nothing past the format of a record this idcar does not read.
-        let rec = parsed.filter(|r| r.format <= crate::lease::identity::FORMAT);
+        let rec = parsed.filter(|r| crate::lease::identity::reads(r.format));
         IdentityReport {
             id: format.map(|_| id.to_string()),
             parameters: serde_json::from_slice(params).unwrap_or_default(),
@@ -192,7 +192,7 @@ pub fn render(reports: &[ClusterReport]) -> String {
                     .map(|(k, v)| format!("{k}={v}"))
                     .collect();
                 let _ = match (&i.id, i.pool_size, &i.recorded) {
-                    _ if i.format.is_some_and(|f| f > crate::lease::identity::FORMAT) => {
+                    _ if i.format.is_some_and(|f| !crate::lease::identity::reads(f)) => {
                         writeln!(
                             s,
                             "  pool identity {}: store format {}, newer than this idcar reads \

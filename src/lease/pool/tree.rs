@@ -88,7 +88,7 @@ impl Paths {
 pub struct Owner {
     /// The store format of the writer (`crate::lease::identity::FORMAT`; 1 when absent, as
     /// idcar 0.1 wrote it). A record of a newer format is not read (see [`parse_owner`]).
-    #[serde(default = "one")]
+    #[serde(default = "crate::lease::identity::format_1")]
     pub format: u32,
     pub host: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -158,15 +158,11 @@ pub(crate) fn instance_id() -> String {
     format!("{:016x}", rand::random::<u64>())
 }
 
-fn one() -> u32 {
-    1
-}
-
 /// Parses a slot node's owner data, if it is idcar's and of a format this idcar reads.
 pub fn parse_owner(data: &[u8]) -> Option<Owner> {
     serde_json::from_slice(data)
         .ok()
-        .filter(|o: &Owner| o.format <= crate::lease::identity::FORMAT)
+        .filter(|o: &Owner| crate::lease::identity::reads(o.format))
 }
 
 /// Parses a mark node's data: decimal ticks, optionally followed by a space and the token

@@ -112,8 +112,7 @@ pub(crate) async fn join_or_record(
             let key = paths.identity(other);
             match client.get_data(&key).await {
                 Ok((data, _)) => {
-                    if let Some(rec) = Record::parse(&data).filter(|r| r.format > identity::FORMAT)
-                    {
+                    if let Some(rec) = Record::parse(&data).filter(|r| !identity::reads(r.format)) {
                         return Ok(Some((key, rec)));
                     }
                 }
