@@ -88,24 +88,29 @@ fn generator(c: &mut Criterion) {
     g.finish();
     let mut g = c.benchmark_group("pack_run");
     g.throughput(Throughput::Elements(64));
-    let mut out = Vec::with_capacity(64 * 8);
-    g.bench_function("lable64_64", |b| {
-        b.iter(|| {
-            out.clear();
-            l.pack_run(
-                black_box(&Run {
-                    tick: 1_795_321_511_051,
-                    seq: 0,
-                    len: 64,
-                    slot: 42,
-                    timeline: 0,
-                }),
-                &RequestOptions::default(),
-                64,
-                &mut out,
-            );
-        })
-    });
+    // uuid7: 16 bytes, a seed per run, 24 random bits and a check byte per ID.
+    let u = idcar::layout::by_name("uuid7", idcar::layout::LayoutParams::default())
+        .expect("uuid7 builds");
+    for (name, layout) in [("lable64_64", &l), ("uuid7_64", &u)] {
+        let mut out = Vec::with_capacity(64 * layout.width());
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                out.clear();
+                layout.pack_run(
+                    black_box(&Run {
+                        tick: 1_795_321_511_051,
+                        seq: 0,
+                        len: 64,
+                        slot: 42,
+                        timeline: 0,
+                    }),
+                    &RequestOptions::default(),
+                    64,
+                    &mut out,
+                );
+            })
+        });
+    }
     g.finish();
 }
 

@@ -82,11 +82,12 @@ pub const DEFAULT_ADMIN_ADDR: &str = "127.0.0.1:9750";
 /// Which layout, with its parameters; shared by `serve`, `decode` and `pool`.
 #[derive(Debug, Args, Clone)]
 pub struct LayoutArgs {
-    /// ID layout: lable64 (default), ugd60, si53, sno80 or muid128. `decode` without it
-    /// guesses the layout from the text's shape. Each runs out of time (then issues nothing):
-    /// lable64 2109-05-15T07:35:11.104Z, ugd60 2154-04-07T06:28:16.000Z, si53 34.8 years
-    /// after --base-clock (2054-11-03T19:53:47.776Z by default), sno80
-    /// 2079-09-07T15:47:35.552Z, muid128 2112-09-17T23:53:47.370Z.
+    /// ID layout: lable64 (default), ugd60, si53, sno80, muid128 or uuid7 (RFC 9562
+    /// version-7 UUIDs). `decode` without it guesses the layout from the text's shape. Each
+    /// runs out of time (then issues nothing): lable64 2109-05-15T07:35:11.104Z, ugd60
+    /// 2154-04-07T06:28:16.000Z, si53 34.8 years after --base-clock (2054-11-03T19:53:47.776Z
+    /// by default), sno80 2079-09-07T15:47:35.552Z, muid128 2112-09-17T23:53:47.370Z, uuid7
+    /// 2554-07-21T23:34:33.709Z.
     #[arg(long, env = "IDCAR_LAYOUT")]
     pub layout: Option<String>,
     /// si53: the base clock, Unix milliseconds (default 2020-01-01T00:00:00Z).
@@ -260,11 +261,11 @@ pub struct ServeArgs {
     pub admin_addr: String,
     #[command(flatten)]
     pub layout: LayoutArgs,
-    /// Cluster ID (static; 0-15 for lable64).
+    /// Cluster ID (static; 0-15 for lable64 and uuid7, which carry it in their IDs).
     #[arg(long, env = "IDCAR_CLUSTER_ID", default_value_t = 0)]
     pub cluster_id: u8,
     /// Generator ID (slot: lable64's generator, ugd60's worker, si53's MID, sno80's partition,
-    /// muid128's medallion index): the static slot without a store (default 0); with --zk or
+    /// muid128's medallion index, uuid7's slot): the static slot without a store (default 0); with --zk or
     /// --etcd, the slot to take when it is free.
     #[arg(long, env = "IDCAR_GENERATOR_ID")]
     pub generator_id: Option<u32>,
@@ -395,8 +396,8 @@ pub struct GetArgs {
     /// How many IDs.
     #[arg(long, short = 'n', env = "IDCAR_COUNT", default_value_t = 1)]
     pub count: u64,
-    /// Text form (hex, dec, i64, b64, b32, muid: each layout has some); the layout's default
-    /// when not given.
+    /// Text form (hex, dec, i64, b64, b32, muid, uuid, ulid: each layout has some); the
+    /// layout's default when not given.
     #[arg(long, short = 'f', env = "IDCAR_FORMAT")]
     pub format: Option<String>,
     /// sno80: the metabyte (0-255) for these IDs.
@@ -444,7 +445,8 @@ pub struct DecodeArgs {
     pub id: String,
     #[command(flatten)]
     pub layout: LayoutArgs,
-    /// Text form of the ID (hex, dec, i64); guessed from its shape when not given.
+    /// Text form of the ID (hex, dec, i64, b64, b32, muid, uuid, ulid); guessed from its shape
+    /// when not given.
     #[arg(long, short = 'f', env = "IDCAR_FORMAT")]
     pub format: Option<String>,
     /// Print JSON.

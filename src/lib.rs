@@ -4,7 +4,7 @@
 //! invariants and what not to touch lightly, is `docs/architecture.md` in the repository.
 //!
 //! - [`layout`]: ID layouts (bit packing and text forms: `lable64`, `ugd60`, `si53`, `sno80`,
-//!   `muid128`) and per-request options ([`layout::RequestOptions`]: metabyte, transaction); pure.
+//!   `muid128`, `uuid7`) and per-request options ([`layout::RequestOptions`]: metabyte, transaction); pure.
 //! - [`generator`]: the per-lease sequence state machine; pure, time passed in.
 //! - [`clock`], [`timer`]: the wall clock seam and precise sub-millisecond waits.
 //! - [`lease`]: who may issue for which slot up to which time. [`lease::protocol`] is the one

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-const LAYOUTS: [&str; 5] = ["lable64", "ugd60", "si53", "sno80", "muid128"];
+const LAYOUTS: [&str; 6] = ["lable64", "ugd60", "si53", "sno80", "muid128", "uuid7"];
 
 /// Runs a language's suite (in the directory `cmd` names) with `$IDCAR_BIN` set, bounded;
 /// panics with its output unless it succeeds.
@@ -89,7 +89,7 @@ async fn fetch_agrees(cmd: &[String]) {
         }
         // Layouts whose text sorts as they were issued: a prefetching client hands them out
         // in that order, across refills.
-        if ["sno80", "muid128"].contains(&layout) {
+        if ["sno80", "muid128", "uuid7"].contains(&layout) {
             let (code, out, err) = fetch(cmd, &i.socket, 200, 50);
             assert_eq!(code, 0, "{cmd:?} {layout}: {err}");
             let lines: Vec<&str> = out.lines().collect();
@@ -102,23 +102,34 @@ async fn fetch_agrees(cmd: &[String]) {
     }
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("missing.sock");
+    // A missing socket is retried until the retry deadline (here 2.5 s)...
+    let deadline = strings(&["--count", "1", "--retry-deadline", "2.5"]);
     let started = Instant::now();
-    let (code, out, err) = fetch(cmd, &missing, 1, 0);
+    let (code, out, err) = fetch_with(cmd, &missing, &deadline);
     one_line_error(cmd, code, &out, &err);
     let retried = started.elapsed();
-    // A directory that does not exist cannot appear by waiting: an error at once (not after
-    // the 5 s of retries a missing socket gets), saying so.
+    assert!(
+        retried >= Duration::from_millis(2_500),
+        "{cmd:?}: {retried:?}"
+    );
+    // ...but a directory that does not exist cannot appear by waiting: an error at once,
+    // saying so.
     let no_dir = dir.path().join("nodir").join("idcar.sock");
     let started = Instant::now();
-    let (code, out, err) = fetch(cmd, &no_dir, 1, 0);
+    let (code, out, err) = fetch_with(cmd, &no_dir, &deadline);
     one_line_error(cmd, code, &out, &err);
     assert!(
-        started.elapsed() + Duration::from_secs(3) < retried,
+        started.elapsed() + Duration::from_millis(1_500) < retried,
         "{cmd:?}: a missing directory took {:?} to fail, a missing socket {retried:?}",
         started.elapsed()
     );
     assert!(err.contains("does not exist"), "{cmd:?}: {err}");
-    for bad in [["--count", "abc"], ["--count", "0"], ["--bogus", "1"]] {
+    for bad in [
+        ["--count", "abc"],
+        ["--count", "0"],
+        ["--bogus", "1"],
+        ["--retry-deadline", "soon"],
+    ] {
         let (code, out, err) = fetch_with(cmd, &missing, &strings(&bad));
         one_line_error(cmd, code, &out, &err);
     }

@@ -209,13 +209,18 @@ fn etcd_flags_are_checked() {
     assert!(err.contains("--etcd"), "{err}");
 }
 
-/// sno80 and muid128 through etcd: pools of 65,536 partitions and 2^32 − 1 medallions are
+/// sno80, muid128 and uuid7 through etcd: pools of 65,536 partitions, 2^32 − 1 medallions and
+/// 65,536 slots are
 /// claimed by random probes — a preferred slot that is taken sends the second instance
 /// elsewhere, and only the slots actually used get a mark key (nothing scans the pool).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn large_pools_are_probed_not_scanned() {
     let e = Etcd::single();
-    for (name, pool) in [("sno80", 65_536.0), ("muid128", 4_294_967_295.0)] {
+    for (name, pool) in [
+        ("sno80", 65_536.0),
+        ("muid128", 4_294_967_295.0),
+        ("uuid7", 65_536.0),
+    ] {
         let args = ["--layout", name, "--generator-id", "5"];
         let a = start(&e.endpoints(), &args).await;
         a.wait_ready(Duration::from_secs(15)).await;

@@ -441,7 +441,150 @@ async fn muid128_static_end_to_end() {
     a.stop_ok().await;
 }
 
-/// sno80 and muid128 through ZooKeeper: pools of 65,536 partitions and 2^32 − 1 medallions are
+/// uuid7 in static mode: RFC 9562 version-7 UUIDs (checked by Python's `uuid` module, an
+/// independent parser) carrying the cluster and the slot, in increasing order within a batch,
+/// across batches and across a restart on a clock that stepped back; the canonical text by
+/// default, hex and ULID text on request, options the layout lacks refused; decoded by the CLI
+/// and the admin listener, another generator's UUIDv7 said not to be idcar's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uuid7_static_end_to_end() {
+    let args = [
+        "--layout",
+        "uuid7",
+        "--cluster-id",
+        "11",
+        "--generator-id",
+        "4242",
+    ];
+    let mut a = Idcar::start(&args).await;
+    a.wait_ready(Duration::from_secs(10)).await;
+    let layout = idcar::layout::by_name("uuid7", Default::default()).unwrap();
+    let start_ms = now_ms();
+    let mut issued: Vec<u128> = Vec::new();
+    let mut c = a.binary().await;
+    for n in [1, 5_000, 1, 300] {
+        let got = c.ids(n).await.unwrap();
+        assert_eq!((got.width, got.len()), (16, n as usize));
+        issued.extend(
+            got.iter()
+                .map(|id| u128::from_be_bytes(id.try_into().unwrap())),
+        );
+    }
+    for (i, v) in issued.iter().enumerate() {
+        let f = fields(&*layout, &v.to_be_bytes());
+        assert_eq!((u(&f, "cluster"), u(&f, "slot")), (11, 4242), "{f:?}");
+        assert_eq!(f["issuer"], "idcar");
+        let ms = u(&f, "unix_ts_ms");
+        assert!(
+            ms >= start_ms && ms <= now_ms() + 1,
+            "{ms} outside [{start_ms}, now]"
+        );
+        if i > 0 {
+            assert!(issued[i - 1] < *v, "{:x} then {v:x}", issued[i - 1]);
+        }
+    }
+    let mut h = a.http().await;
+    let r = h.get("/ids?count=50", false).await.unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let text: Vec<String> = r.body.lines().map(str::to_string).collect();
+    assert_eq!(text.len(), 50);
+    // Python's uuid module reads version 7, the RFC's variant and the millisecond; the
+    // canonical lower-case text sorts in issue order.
+    let script = "import sys, uuid\n\
+        ts = sys.argv[1:]\n\
+        us = [uuid.UUID(t) for t in ts]\n\
+        assert all(u.version == 7 and u.variant == uuid.RFC_4122 for u in us), us\n\
+        assert [str(u) for u in us] == ts, 'canonical lower case'\n\
+        assert sorted(ts) == ts and len(set(ts)) == len(ts), 'in order'\n\
+        print(min(u.int >> 80 for u in us))";
+    let out = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .args(&text)
+        .output()
+        .expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let py_ms: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    assert!(py_ms >= start_ms && py_ms <= now_ms() + 1);
+    assert!(text[0].as_str() > to_text(*issued.last().unwrap()).as_str());
+    for (form, len) in [("hex", 32), ("ulid", 26), ("uuid", 36)] {
+        let r = h
+            .get(&format!("/ids?count=2&format={form}"), false)
+            .await
+            .unwrap();
+        assert_eq!(r.status, 200, "{form}: {}", r.body);
+        for l in r.body.lines() {
+            assert_eq!(l.len(), len, "{form}: {l}");
+            let (code, out, err) =
+                run(&["decode", "--json", "--format", form, "--layout", "uuid7", l]);
+            assert_eq!(code, 0, "{form} {l}: {err}");
+            assert!(out.contains("\"slot\":4242"), "{out}");
+        }
+    }
+    for bad in ["meta=1", "transaction=true", "format=b32", "format=dec"] {
+        let r = h.get(&format!("/ids?count=2&{bad}"), false).await.unwrap();
+        assert_eq!(r.status, 400, "{bad}: {}", r.body);
+    }
+    // Decoding: the CLI guesses uuid7 from the text; another generator's UUIDv7 (RFC 9562's
+    // example) decodes to its time and is said not to be idcar's; a version-4 UUID is refused.
+    let (code, out, err) = run(&["decode", "--json", &text[0]]);
+    assert_eq!(code, 0, "{err}");
+    let d: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (d["layout"].as_str(), d["slot"].as_u64()),
+        (Some("uuid7"), Some(4242))
+    );
+    let foreign = "017f22e2-79b0-7cc3-98c4-dc0c0c07398f";
+    let (code, out, err) = run(&["decode", foreign]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("issuer: other") && out.contains("not idcar's"),
+        "{out}"
+    );
+    assert!(out.contains("time: 2022-02-22T19:22:22.000Z"), "{out}");
+    assert!(!out.contains("slot:"), "{out}");
+    let r = h.get(&format!("/decode/{foreign}"), false).await.unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(r.body.contains("\"issuer\":\"other\""), "{}", r.body);
+    let r = h.get(&format!("/decode/{}", text[1]), false).await.unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(r.body.contains("\"slot\":4242"), "{}", r.body);
+    let (code, _, err) = run(&[
+        "decode",
+        "--layout",
+        "uuid7",
+        "919108f7-52d1-4320-9bac-f847db4148a8",
+    ]);
+    assert_ne!(code, 0);
+    assert!(err.contains("version 4, not 7"), "{err}");
+    // A restart on the same state file, its clock a second behind: every ID still above the last.
+    // The last ID before the restart: above every earlier one.
+    let r = h.get("/id", false).await.unwrap();
+    let last = r.body.trim().to_string();
+    assert!(last.as_str() > text.last().unwrap().as_str(), "{last}");
+    a.stop_ok().await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(&a.state, dir.path().join("state.json")).unwrap();
+    let mut b = Idcar::start_in(dir, &[&args[..], &["--clock-skew", "-1s"]].concat()).await;
+    b.wait_ready(Duration::from_secs(10)).await;
+    let after = b.binary().await.ids(100).await.unwrap();
+    for id in after.iter() {
+        let t = to_text(u128::from_be_bytes(id.try_into().unwrap()));
+        assert!(t > last, "{t} after a restart is not above {last}");
+    }
+    b.stop_ok().await;
+}
+
+fn to_text(v: u128) -> String {
+    idcar::layout::uuid7::to_text(v)
+}
+
+/// sno80, muid128 and uuid7 through ZooKeeper: pools of 65,536 partitions, 2^32 − 1 medallions
+/// and 65,536 slots are
 /// claimed by random probes — a preferred slot that is taken sends the second instance
 /// elsewhere, and only the slots actually used get a mark node (nothing scans the pool).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -450,6 +593,7 @@ async fn large_pools_are_probed_not_scanned() {
     for (name, pool, field, base) in [
         ("sno80", 65_536.0, "partition", 0u64),
         ("muid128", 4_294_967_295.0, "medallion", 0x100_0000_0000),
+        ("uuid7", 65_536.0, "slot", 0),
     ] {
         let args = [
             "--layout",

@@ -452,6 +452,12 @@ fn summary(r: &Report) -> String {
         "IDs checked {}, duplicates {}\n",
         v.ids_checked, v.duplicates
     );
+    if v.order_checked {
+        t += &format!(
+            "order per slot: {} IDs not above their slot's earlier IDs\n",
+            v.order_violations
+        );
+    }
     if r.versions.len() > 1 {
         let each: Vec<String> = r
             .versions

@@ -1,6 +1,6 @@
 //! The randomized fault campaign (`idcar-campaign`, whose checker's unit tests live beside it
 //! in `src/check/`), short runs: it passes on main with a
-//! fixed seed (lable64) and a random one (sno80), and with etcd as the store, every kind of
+//! fixed seed (lable64) and a random one (sno80), and with etcd as the store (uuid7, in order), every kind of
 //! fault drawn (the operator's faults on the store, planted panics, a release that times out
 //! and instances that disagree among them), and it catches the lease bugs planted behind the
 //! `fault-injection` feature (one with etcd too): a successor that skips the mark, a renewal
@@ -172,9 +172,21 @@ fn a_successor_that_ignores_the_mark_is_caught() {
     catches("skip-mark-wait", "40s", TAKEOVERS, &[]);
 }
 
+/// With etcd as the store and the uuid7 layout, whose checker also judges order per slot.
 #[test]
-fn etcd_campaign_with_a_fixed_seed_passes() {
-    passes(&["--seed", "7", "--duration", "45s", "--store", "etcd"]);
+fn etcd_campaign_of_uuid7_with_a_fixed_seed_passes_in_order() {
+    let r = passes(&[
+        "--seed",
+        "7",
+        "--duration",
+        "45s",
+        "--store",
+        "etcd",
+        "--layout",
+        "uuid7",
+    ]);
+    assert_eq!(r["order_checked"], Value::Bool(true));
+    assert_eq!(num(&r, "order_violations"), 0);
 }
 
 #[test]

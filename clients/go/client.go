@@ -1,7 +1,8 @@
 // Package idcar is the Go client of idcar, the unique-ID sidecar: it fetches IDs over the
 // sidecar's Unix socket with the binary protocol, retries while the server restarts or has
 // no lease yet, optionally prefetches IDs into a local buffer, and formats and decodes the
-// IDs of every layout (lable64, ugd60, si53, sno80, muid128) exactly as `idcar` does.
+// IDs of every layout (lable64, ugd60, si53, sno80, muid128, uuid7) exactly as `idcar` does.
+// A uuid7 server's IDs are RFC 9562 version-7 UUIDs: ID.UUID gives them as a UUID.
 //
 //	c, err := idcar.Dial(idcar.Options{Socket: "/tmp/idcar.sock"})
 //	if err != nil { ... }
@@ -183,7 +184,7 @@ func (c *Client) IDs(ctx context.Context, n int) ([]ID, error) {
 }
 
 // Uint64 returns one new ID as an integer, for the 8-byte layouts (lable64, ugd60,
-// si53); for others it fails with ErrNotUint64.
+// si53); for others (sno80, muid128, uuid7) it fails with ErrNotUint64.
 func (c *Client) Uint64(ctx context.Context) (uint64, error) {
 	if d := c.Layout(); d.Width != 8 && d.Width != 0 {
 		return 0, fmt.Errorf("%w: %s IDs are %d bytes", ErrNotUint64, d.Layout, d.Width)

@@ -499,6 +499,7 @@ func TestDecodeMatchesCLI(t *testing.T) {
 		{"si53", 8, []string{"--mid-bits", "3"}},
 		{"sno80", 10, nil},
 		{"muid128", 16, nil},
+		{"uuid7", 16, nil},
 	} {
 		tc := tc
 		t.Run(tc.layout, func(t *testing.T) {
@@ -538,6 +539,13 @@ func TestDecodeMatchesCLI(t *testing.T) {
 				}
 				if _, ok := id.Uint64(); ok != (tc.width == 8) {
 					t.Fatalf("Uint64 ok = %v for %s", ok, tc.layout)
+				}
+				u, ok := id.UUID()
+				if ok != (tc.layout == "uuid7") {
+					t.Fatalf("UUID ok = %v for %s", ok, tc.layout)
+				}
+				if ok && (u.String() != text || !bytes.Equal(u[:], id.Bytes())) {
+					t.Fatalf("UUID() = %s (% x), want %s (% x)", u, u[:], text, id.Bytes())
 				}
 			}
 			v, err := c.Uint64(ctx)

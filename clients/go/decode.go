@@ -14,6 +14,11 @@ const (
 	sno80EpochMS         = 1262304000000
 	si53DefaultBaseClock = 1577836800000
 	si53DefaultMidBits   = 5
+	// uuid7LastMS is the last millisecond RFC 3339 writes (9999-12-31T23:59:59.999Z):
+	// decode refuses later uuid7 IDs, as idcar does.
+	uuid7LastMS = 253402300799999
+	// uuid7CheckK is the multiplier of uuid7's check byte.
+	uuid7CheckK = 0x9E3779B97F4A7C15
 )
 
 func rfc3339Milli(ms int64) string {
@@ -113,6 +118,8 @@ func decode(d *Description, raw []byte) (map[string]any, error) {
 			"unix_ms":             unixMS,
 			"time":                rfc3339Milli(unixMS),
 		}, nil
+	case "uuid7":
+		return decodeUUID7(raw)
 	default: // muid128
 		hi := binary.BigEndian.Uint64(raw[:8])
 		lo := binary.BigEndian.Uint64(raw[8:])
@@ -127,6 +134,35 @@ func decode(d *Description, raw []byte) (map[string]any, error) {
 			"time":       rfc3339Micro(ts),
 		}, nil
 	}
+}
+
+// decodeUUID7 returns the fields of a version-7 UUID: the time for any, and the fields
+// idcar puts in it when its check byte is idcar's.
+func decodeUUID7(raw []byte) (map[string]any, error) {
+	if err := uuid7Check(raw); err != nil {
+		return nil, fmt.Errorf("%w: %s is not a uuid7 ID: %v", ErrInvalidID, uuidText(raw), err)
+	}
+	hi, lo := binary.BigEndian.Uint64(raw[:8]), binary.BigEndian.Uint64(raw[8:])
+	ms := hi >> 16
+	if ms > uuid7LastMS {
+		return nil, fmt.Errorf("%w: uuid7 unix_ts_ms %d is after 9999-12-31T23:59:59.999Z, the last time RFC 3339 writes", ErrInvalidID, ms)
+	}
+	f := map[string]any{
+		"layout":     "uuid7",
+		"id":         uuidText(raw),
+		"hex":        hex.EncodeToString(raw),
+		"unix_ts_ms": int64(ms),
+		"time":       rfc3339Milli(int64(ms)),
+		"issuer":     "other",
+	}
+	if check := ((hi * uuid7CheckK) ^ (lo >> 8)) * uuid7CheckK >> 56; check == lo&255 {
+		f["issuer"] = "idcar"
+		f["counter"] = int64((hi&4095)<<10 | (lo>>52)&1023)
+		f["cluster"] = int64((lo >> 48) & 15)
+		f["slot"] = int64((lo >> 32) & 65535)
+		f["random"] = int64((lo >> 8) & 16777215)
+	}
+	return f, nil
 }
 
 // intParam reads an integer parameter of the description, or def when it is absent.

@@ -26,7 +26,7 @@ var (
 	ErrProtocol = errors.New("idcar: protocol error")
 	// ErrClosed: the Client was closed.
 	ErrClosed = errors.New("idcar: client is closed")
-	// ErrNotUint64: the layout's IDs are not 8 bytes wide (sno80, muid128).
+	// ErrNotUint64: the layout's IDs are not 8 bytes wide (sno80, muid128, uuid7).
 	ErrNotUint64 = errors.New("idcar: IDs of this layout are not 64-bit integers")
 	// ErrInvalidID: bytes or text that are not a valid ID of the layout.
 	ErrInvalidID = errors.New("idcar: invalid ID")

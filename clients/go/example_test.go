@@ -233,3 +233,53 @@ func ExampleFromBytes() {
 	// ugd60 qqqqqqqqtV
 	// sno80 222222242a226224
 }
+
+func ExampleID_UUID() {
+	// A uuid7 server's IDs are RFC 9562 version-7 UUIDs; Parse reads one as idcar prints
+	// it, as c.Next(ctx) returns it from such a server.
+	d, _ := idcar.LayoutDescription("uuid7")
+	id, err := idcar.Parse(d, "01a20180-3c7e-74b5-a873-0009a1b2c3ac")
+	if err != nil {
+		log.Fatal(err)
+	}
+	u, ok := id.UUID() // ok is false for the IDs of other layouts
+	if !ok {
+		log.Fatalf("%s is not a uuid7 ID", id.Layout())
+	}
+	var want idcar.UUID = [16]byte{0x01, 0xa2, 0x01, 0x80, 0x3c, 0x7e, 0x74, 0xb5,
+		0xa8, 0x73, 0x00, 0x09, 0xa1, 0xb2, 0xc3, 0xac}
+	fmt.Println(u, u == want, u.String() == id.String())
+
+	// Its other text forms.
+	d.Form = "ulid"
+	ulid, _ := idcar.FromBytes(d, u[:])
+	fmt.Println(ulid)
+	// Output:
+	// 01a20180-3c7e-74b5-a873-0009a1b2c3ac true true
+	// 01M80R0F3YEJTTGWR016GV5GXC
+}
+
+func ExampleID_Decode_uuid7() {
+	d, _ := idcar.LayoutDescription("uuid7")
+	for _, text := range []string{
+		"01a20180-3c7e-74b5-a873-0009a1b2c3ac", // issued by idcar
+		"017f22e2-79b0-7cc3-98c4-dc0c0c07398f", // RFC 9562's example: another generator's
+	} {
+		id, err := idcar.Parse(d, text)
+		if err != nil {
+			log.Fatal(err)
+		}
+		f, err := id.Decode()
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(f["issuer"], f["unix_ts_ms"], f["time"])
+		if f["issuer"] == "idcar" {
+			fmt.Println("counter", f["counter"], "cluster", f["cluster"], "slot", f["slot"], "random", f["random"])
+		}
+	}
+	// Output:
+	// idcar 1795321511038 2026-11-22T04:25:11.038Z
+	// counter 1234567 cluster 3 slot 9 random 10597059
+	// other 1645557742000 2022-02-22T19:22:22.000Z
+}

@@ -15,7 +15,8 @@ const (
 )
 
 // formatText writes raw in the text form: hex, dec, i64 (8-byte IDs), b64 (ugd60), b32
-// (sno80), muid (muid128). A form that does not fit the width falls back to hex.
+// (sno80), muid (muid128), uuid and ulid (uuid7). A form that does not fit the width falls
+// back to hex.
 func formatText(form string, raw []byte) string {
 	switch {
 	case form == "dec" && len(raw) == 8:
@@ -29,6 +30,10 @@ func formatText(form string, raw []byte) string {
 	case form == "muid" && len(raw) == 16:
 		h := strings.ToUpper(hex.EncodeToString(raw))
 		return h[:13] + "-" + h[13:24] + "-" + h[24:]
+	case form == "uuid" && len(raw) == 16:
+		return uuidText(raw)
+	case form == "ulid" && len(raw) == 16:
+		return ulidText(raw)
 	}
 	return hex.EncodeToString(raw)
 }
@@ -127,6 +132,10 @@ func parseText(d Description, text string) ([]byte, error) {
 			return nil, err
 		}
 		return b, nil
+	case d.Form == "uuid" && d.Width == 16:
+		return parseUUIDText(text)
+	case d.Form == "ulid" && d.Width == 16:
+		return parseULIDText(text)
 	default:
 		return nil, errors.New("unknown form for this width")
 	}

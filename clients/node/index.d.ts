@@ -3,7 +3,11 @@
 // test/pack.test.js type-checks a use of every entry point against these declarations and
 // compares the names they declare with what the module exports at run time.
 
-/** An ID as the server sends it: a bigint for lable64, ugd60, si53; 10 or 16 bytes for sno80, muid128. */
+/**
+ * An ID as the server sends it: a bigint for lable64, ugd60, si53; 10 or 16 bytes for sno80,
+ * muid128, uuid7 (JavaScript has no UUID type: a uuid7 ID's canonical text is its text form,
+ * `text(id)`, or `Id.uuid`).
+ */
 export type IdValue = bigint | Buffer;
 
 /**
@@ -12,14 +16,20 @@ export type IdValue = bigint | Buffer;
  */
 export type IdLike = IdValue | number | Uint8Array | Id;
 
-export type Layout = 'lable64' | 'ugd60' | 'si53' | 'sno80' | 'muid128';
+export type Layout = 'lable64' | 'ugd60' | 'si53' | 'sno80' | 'muid128' | 'uuid7';
+
+/**
+ * A text form: each layout's default (lable64 hex, ugd60 b64, si53 dec, sno80 b32, muid128
+ * muid, uuid7 uuid); uuid7 also has hex (32 digits) and ulid (26 Crockford base32 characters).
+ */
+export type TextForm = 'hex' | 'b64' | 'dec' | 'b32' | 'muid' | 'uuid' | 'ulid';
 
 /** What a server told about itself (the describe request). */
 export interface Description {
   layout: Layout;
   /** bytes per ID: 8, 10 or 16 */
   width: number;
-  /** default text form: hex, b64, dec, b32, muid */
+  /** default text form: hex, b64, dec, b32, muid, uuid */
   form: string;
   /** every parameter that shapes the IDs, e.g. {"mid-bits": "5"}; values as text */
   params: Record<string, string>;
@@ -72,8 +82,13 @@ export class Client {
   ids(n: number): Promise<IdValue[]>;
   /** the server's layout, width, default text form and parameters */
   describe(): Promise<Description>;
-  /** the ID in the server's default text form (after any successful call) */
-  text(id: IdLike): string;
+  /** the ID in the server's default text form, or in `form` (after any successful call) */
+  text(id: IdLike, form?: TextForm): string;
+  /**
+   * the ID a text form of the server's layout writes (the inverse of text; uuid7 without `form`
+   * takes uuid, hex or ulid); throws LayoutError (after any successful call)
+   */
+  parse(text: string, form?: TextForm): IdValue;
   /** the ID's fields, as `idcar decode --json` prints them (after any successful call) */
   decode(id: IdLike): Fields;
   /** the ID as an Id object (after any successful call) */
@@ -90,10 +105,12 @@ export class Id {
   constructor(layout: Layout, id: IdLike, params?: Record<string, string>);
   readonly layout: Layout;
   readonly params: Record<string, string>;
-  /** a bigint for lable64, ugd60, si53; a Buffer for sno80, muid128 */
+  /** a bigint for lable64, ugd60, si53; a Buffer for sno80, muid128, uuid7 */
   readonly value: IdValue;
   /** the binary form, as on the wire */
   readonly bytes: Buffer;
+  /** uuid7: the canonical UUID text (8-4-4-4-12 lower-case hex digits); null for the other layouts */
+  readonly uuid: string | null;
   /** the default text form */
   toString(): string;
   /** the default text form */
@@ -139,8 +156,13 @@ export class LayoutError extends Error {
   constructor(message?: string);
 }
 
-/** the default text form of an ID of `layout` */
-export function text(layout: Layout, id: IdLike, params?: Record<string, string>): string;
+/** an ID of `layout` in the layout's default text form, or in `form` */
+export function text(layout: Layout, id: IdLike, params?: Record<string, string>, form?: TextForm): string;
+/**
+ * the ID a text form of `layout` writes (the inverse of text): the default form, or `form`;
+ * uuid7 without `form` takes uuid (either case), hex or ulid; throws LayoutError
+ */
+export function parse(layout: Layout, text: string, form?: TextForm): IdValue;
 /** the fields of an ID of `layout` (si53: pass the describe params for base-clock and mid-bits) */
 export function decode(layout: Layout, id: IdLike, params?: Record<string, string>): Fields;
 /** the binary form of an ID of `layout` */

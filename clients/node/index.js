@@ -274,7 +274,7 @@ class Connection {
         layout: info.layout,
         width: Number(info.width),
         form: info.form || layouts.FORMS[info.layout],
-        params: Object.assign({}, info.params),
+        params: Object.assign({}, info.params === undefined ? layouts.PARAMS[info.layout] : info.params),
       };
       this.width = this.info.width;
       return p.resolve(this.info);
@@ -518,7 +518,7 @@ class Client {
 
   // -- API ----------------------------------------------------------------------------------
 
-  /** One ID: a bigint (lable64, ugd60, si53) or a Buffer (sno80, muid128). */
+  /** One ID: a bigint (lable64, ugd60, si53) or a Buffer (sno80, muid128, uuid7). */
   nextId() {
     if (this._closed) return Promise.reject(new ClosedError());
     if (this.prefetch > 0) return this._takeOrdered(1).then((got) => got[0]);
@@ -550,10 +550,19 @@ class Client {
     return this._info;
   }
 
-  /** The ID in the server's default text form (synchronous; after a first call). */
-  text(id) {
+  /**
+   * The ID in the server's default text form, or in `form` (uuid7: `uuid`, `hex`, `ulid`)
+   * (synchronous; after a first call).
+   */
+  text(id, form) {
     const d = this._layout();
-    return layouts.text(d.layout, id, d.params);
+    return layouts.text(d.layout, id, d.params, form);
+  }
+
+  /** The ID a text form of the server's layout writes: the inverse of text() (after a first call). */
+  parse(text, form) {
+    const d = this._layout();
+    return layouts.parse(d.layout, text, form);
   }
 
   /** The ID's fields, as `idcar decode --json` prints them (synchronous; after a first call). */
@@ -600,6 +609,7 @@ module.exports = {
   LayoutError: layouts.LayoutError,
   Id: layouts.Id,
   text: layouts.text,
+  parse: layouts.parse,
   decode: layouts.decode,
   toBytes: layouts.toBytes,
   WIDTHS: layouts.WIDTHS,

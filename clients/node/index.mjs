@@ -16,6 +16,7 @@ export const {
   LayoutError,
   Id,
   text,
+  parse,
   decode,
   toBytes,
   WIDTHS,

@@ -184,6 +184,12 @@ fn decode(cfg: DecodeConfig) -> anyhow::Result<ExitCode> {
                 other => println!("{k}: {other}"),
             }
         }
+        if fields.get("issuer").and_then(|v| v.as_str()) == Some("other") {
+            println!(
+                "note: a version-7 UUID, but not idcar's (its check byte does not match): its time \
+                 is the RFC's; its other bits are another generator's"
+            );
+        }
         // When the layout (with these parameters) runs out of time: no ID is issued after.
         println!("layout_ends: {}", layout::end_date(&layout.scheme()));
     }

@@ -22,7 +22,7 @@ macro_rules! registry {
     };
 }
 
-registry!(lable64, ugd60, si53, sno80, muid128);
+registry!(lable64, ugd60, si53, sno80, muid128, uuid7);
 
 mod scheme;
 
@@ -32,6 +32,7 @@ pub use scheme::Scheme;
 pub use si53::Si53;
 pub use sno80::Sno80;
 pub use ugd60::Ugd60;
+pub use uuid7::Uuid7;
 
 use serde_json::{Map, Value};
 
@@ -73,6 +74,10 @@ pub enum TextForm {
     B32,
     /// muid128's upper-case hex in 13-11-8 groups joined by `-`.
     Muid,
+    /// RFC 9562's `8-4-4-4-12` lower-case hex digits (uuid7).
+    Uuid,
+    /// 26 characters of Crockford base32, as ULIDs are written (uuid7).
+    Ulid,
 }
 
 impl TextForm {
@@ -84,6 +89,8 @@ impl TextForm {
             TextForm::B64 => "b64",
             TextForm::B32 => "b32",
             TextForm::Muid => "muid",
+            TextForm::Uuid => "uuid",
+            TextForm::Ulid => "ulid",
         }
     }
 
@@ -96,6 +103,8 @@ impl TextForm {
             "b64" => Ok(TextForm::B64),
             "b32" => Ok(TextForm::B32),
             "muid" => Ok(TextForm::Muid),
+            "uuid" => Ok(TextForm::Uuid),
+            "ulid" => Ok(TextForm::Ulid),
             other => Err(LayoutError::UnknownForm(other.to_string())),
         }
     }
@@ -174,6 +183,18 @@ pub trait Layout: Send + Sync + std::fmt::Debug {
     /// ZooKeeper namespace, and two clusters would issue the same IDs.
     fn has_cluster(&self) -> bool {
         false
+    }
+    /// Whether a slot's IDs increase, as bytes, in the order they are issued: within one
+    /// holder in real time, and from each claim of the slot to the next (uuid7). Layouts that
+    /// reverse time bits or switch timelines on a clock step back do not promise it.
+    fn increasing(&self) -> bool {
+        false
+    }
+    /// How many low-order bits of an ID are random, or derived from random bits (ugd60's 9,
+    /// uuid7's random bits and check byte): no part of what makes an ID unique, so a check
+    /// for duplicates compares IDs without them.
+    fn random_low_bits(&self) -> u32 {
+        0
     }
     /// The text form used when a request names none.
     fn default_form(&self) -> TextForm;

@@ -150,6 +150,10 @@ impl Layout for Ugd60 {
         }
     }
 
+    fn random_low_bits(&self) -> u32 {
+        9
+    }
+
     fn default_form(&self) -> TextForm {
         TextForm::B64
     }

@@ -22,7 +22,7 @@
 //! |---|---|---|
 //! | 0 | magic | `0xD1` |
 //! | 1 | status | 0 ok, 1 bad request, 2 unavailable (retry later) |
-//! | 2 | width | bytes per ID: 8 (lable64, si53, ugd60), 10 (sno80), 16 (muid128); 0 on error |
+//! | 2 | width | bytes per ID: 8 (lable64, si53, ugd60), 10 (sno80), 16 (muid128, uuid7); 0 on error |
 //! | 3 | reserved | 0 |
 //! | 4..8 | len | payload length, u32 big-endian |
 //!

@@ -1,7 +1,7 @@
 //! The HTTP/1.1 API on the Unix socket (works with `curl --unix-socket`).
 //!
 //! - `GET /id` — one ID and a newline; `GET /ids?count=N` — N IDs, one per line;
-//!   `format=hex|dec|i64|b64|b32|muid` picks the text form (each layout supports some);
+//!   `format=hex|dec|i64|b64|b32|muid|uuid|ulid` picks the text form (each layout supports some);
 //!   `meta=0..255` sets sno80's metabyte; `transaction=true` asks muid128 for the IDs of one
 //!   transaction (one timestamp, offsets 1..N); `Accept: application/json` gives
 //!   `{"id":"…"}` / `{"ids":["…",…]}` (si53 IDs as JSON numbers).

@@ -27,19 +27,7 @@ pub(super) fn attribution(
     let mut bad = 0usize;
     let mut issued: BTreeMap<HoldKey, Highest> = BTreeMap::new();
     // Reconfigured incarnations' IDs decode with the other parameters.
-    let other = setup.other.as_ref().map(|o| Setup {
-        layout: o.layout,
-        scheme: o.layout.scheme(),
-        medallion_base: o.medallion_base,
-        other: None,
-        ..*setup
-    });
-    let reconfigured = |op: &Op| {
-        setup
-            .other
-            .as_ref()
-            .is_some_and(|o| o.incarnations.contains(&(op.sidecar, op.incarnation)))
-    };
+    let other = setup.for_other();
     for (at, op) in ops
         .iter()
         .enumerate()
@@ -47,7 +35,7 @@ pub(super) fn attribution(
     {
         let open = open_leases(&by_inc, op);
         let decode = match &other {
-            Some(o) if reconfigured(op) => o,
+            Some(o) if setup.reconfigured(op) => o,
             _ => setup,
         };
         for &id in &ids[op.first..op.first + op.count] {

@@ -13,7 +13,7 @@ pub(super) struct Fields {
 /// The fields of the layouts the campaign runs most, read without building a JSON map
 /// (a long run checks tens of millions of IDs).
 fn fast_fields(setup: &Setup, id: u128) -> Option<(u64, u64, u64)> {
-    use idcar::layout::{lable64, muid128, sno80, ugd60};
+    use idcar::layout::{lable64, muid128, sno80, ugd60, uuid7};
     match setup.layout.name() {
         "lable64" => {
             let f = lable64::Fields::unpack(u64::try_from(id).ok()?).ok()?;
@@ -37,6 +37,14 @@ fn fast_fields(setup: &Setup, id: u128) -> Option<(u64, u64, u64)> {
             let f = muid128::Fields::unpack(id);
             let slot = f.medallion.wrapping_sub(setup.medallion_base);
             Some((slot, 0, f.timestamp * 1_000))
+        }
+        "uuid7" => {
+            let f = uuid7::Fields::unpack(id)?;
+            Some((
+                f.slot.into(),
+                f.cluster.into(),
+                f.unix_ts_ms.checked_mul(1_000_000)?,
+            ))
         }
         _ => None,
     }
@@ -66,6 +74,7 @@ pub(super) fn fields(setup: &Setup, id: u128) -> Result<Fields, String> {
             num("medallion").map(|m| m.wrapping_sub(setup.medallion_base)),
             Some(0),
         ),
+        "uuid7" => (num("slot"), num("cluster")),
         other => return Err(format!("no field map for layout {other}")),
     };
     let unix_ns = match setup.layout.name() {

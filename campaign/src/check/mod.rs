@@ -1,6 +1,8 @@
 //! The checker: judges the whole recorded history after the run.
 //!
 //! - **uniqueness**: no ID acknowledged twice, across sidecars and restarts;
+//! - **order** (layouts that promise it: uuid7): every ID of a slot above every ID of that
+//!   slot acknowledged before it was asked for, across holders;
 //! - **attribution**: every ID decodes to the configured cluster and to a slot its sidecar was
 //!   issuing under at that time, above that lease's floor (the sidecar's own lease records:
 //!   its `lease_record` log lines);
@@ -18,6 +20,7 @@ mod attribution;
 mod bounds;
 mod decode;
 mod holds;
+mod order;
 
 pub use holds::{holds, Hold};
 
@@ -47,6 +50,27 @@ pub struct Setup<'a> {
     /// The pool's other parameters (the reconfigure fault) and the incarnations (sidecar,
     /// number) started with them, whose IDs decode with them.
     pub other: Option<Other<'a>>,
+}
+
+impl<'a> Setup<'a> {
+    /// The setup that decodes the IDs of incarnations started with the pool's other
+    /// parameters (the reconfigure fault), if there are any.
+    fn for_other(&self) -> Option<Setup<'a>> {
+        self.other.as_ref().map(|o| Setup {
+            layout: o.layout,
+            scheme: o.layout.scheme(),
+            medallion_base: o.medallion_base,
+            other: None,
+            ..*self
+        })
+    }
+
+    /// Whether `op`'s incarnation was started with the pool's other parameters.
+    fn reconfigured(&self, op: &Op) -> bool {
+        self.other
+            .as_ref()
+            .is_some_and(|o| o.incarnations.contains(&(op.sidecar, op.incarnation)))
+    }
 }
 
 /// The pool's other parameters, as a layout to decode with.
@@ -100,6 +124,10 @@ pub const GAP: &str = "longest gap in IDs of holders it did not touch";
 pub struct Verdict {
     pub ids_checked: usize,
     pub duplicates: usize,
+    /// Whether the layout promises order per slot (uuid7), so [`order`] judged it.
+    pub order_checked: bool,
+    /// IDs not above an earlier acknowledged ID of their slot (when `order_checked`).
+    pub order_violations: usize,
     pub violations: Vec<Violation>,
     pub per_kind: BTreeMap<String, KindFigures>,
     /// Refused or unanswered requests during busy-neighbour faults (not judged: see issue 20).
@@ -132,14 +160,18 @@ pub fn check(
         ids_checked: ids.len(),
         ..Verdict::default()
     };
-    uniqueness(ops, ids, &mut v);
+    uniqueness(ops, ids, setup.layout.random_low_bits(), &mut v);
+    order::order(setup, ops, ids, incarnations, &mut v);
     attribution::attribution(setup, ops, ids, holds, &mut v);
     bounds::bounds(setup, ops, holds, faults, incarnations, &mut v);
     v
 }
 
-/// No ID twice: sort (ID, op) pairs and compare neighbours.
-fn uniqueness(ops: &[Op], ids: &[u128], v: &mut Verdict) {
+/// No ID twice: sort (ID, op) pairs and compare neighbours. IDs are compared without their
+/// `random_low` bits (random bits and what derives from them): two IDs that differ only there
+/// are one ID issued twice.
+fn uniqueness(ops: &[Op], ids: &[u128], random_low: u32, v: &mut Verdict) {
+    let key = |i: u32| ids[i as usize].checked_shr(random_low).unwrap_or(0);
     let mut owner = vec![0u32; ids.len()];
     for (i, op) in ops.iter().enumerate() {
         for o in &mut owner[op.first..op.first + op.count] {
@@ -147,17 +179,18 @@ fn uniqueness(ops: &[Op], ids: &[u128], v: &mut Verdict) {
         }
     }
     let mut order: Vec<u32> = (0..ids.len() as u32).collect();
-    order.sort_unstable_by_key(|&i| ids[i as usize]);
+    order.sort_unstable_by_key(|&i| key(i));
     for w in order.windows(2) {
-        let (a, b) = (w[0] as usize, w[1] as usize);
-        if ids[a] == ids[b] {
+        if key(w[0]) == key(w[1]) {
+            let (a, b) = (w[0] as usize, w[1] as usize);
             v.duplicates += 1;
             if v.duplicates <= 5 {
                 v.violations.push(Violation {
                     check: "uniqueness",
                     detail: format!(
-                        "ID {:x} acknowledged twice: to {} and to {}",
+                        "ID {:x} acknowledged twice (as {:x}): to {} and to {}",
                         ids[a],
+                        ids[b],
                         show(&ops[owner[a] as usize]),
                         show(&ops[owner[b] as usize])
                     ),
@@ -242,10 +275,10 @@ mod tests {
         }
     }
 
-    fn judge(ops: &[Op], ids: &[u128], holds: &[Hold], faults: &[Fault]) -> Verdict {
-        let layout = by_name("lable64", LayoutParams::default()).expect("lable64");
-        let setup = Setup {
-            layout: layout.as_ref(),
+    /// The run's setup for `layout`: cluster 3, T = 2 s, H = 4 s.
+    fn setup(layout: &dyn idcar::layout::Layout) -> Setup<'_> {
+        Setup {
+            layout,
             scheme: layout.scheme(),
             cluster: 3,
             medallion_base: 0,
@@ -254,8 +287,19 @@ mod tests {
             idle_horizon_ns: 30 * S,
             faults_end_ns: T0 + 1_000 * S,
             other: None,
-        };
-        check(&setup, ops, ids, holds, faults, &[inc(0), inc(1)])
+        }
+    }
+
+    fn judge(ops: &[Op], ids: &[u128], holds: &[Hold], faults: &[Fault]) -> Verdict {
+        let layout = by_name("lable64", LayoutParams::default()).expect("lable64");
+        check(
+            &setup(layout.as_ref()),
+            ops,
+            ids,
+            holds,
+            faults,
+            &[inc(0), inc(1)],
+        )
     }
 
     fn checks(v: &Verdict) -> Vec<&'static str> {
@@ -504,5 +548,99 @@ mod tests {
         };
         let v = judge(&ops, &ids, &holds, &[outage]);
         assert!(v.violations.is_empty(), "{:?}", v.violations);
+    }
+
+    fn uuid7_id(ms: u64, counter: u32, slot: u16) -> u128 {
+        let f = idcar::layout::uuid7::Fields {
+            unix_ts_ms: ms,
+            counter,
+            cluster: 3,
+            slot,
+            random: 0x5a5a5a,
+        };
+        f.pack().expect("in range")
+    }
+
+    /// Judges order; sidecar 1's clock is `skew_1` seconds off.
+    fn order_of(ops: &[Op], ids: &[u128], skew_1: i64) -> Verdict {
+        let layout = by_name("uuid7", LayoutParams::default()).expect("uuid7");
+        let mut v = Verdict::default();
+        let mut skewed = inc(1);
+        skewed.skew_s = skew_1;
+        order::order(&setup(layout.as_ref()), ops, ids, &[inc(0), skewed], &mut v);
+        v
+    }
+
+    /// Two uuid7 IDs that differ only in their random bits (and check byte) are one ID
+    /// issued twice.
+    #[test]
+    fn ids_are_compared_without_their_random_bits() {
+        let ms = T0 / MS;
+        let a = uuid7_id(ms, 10, 1);
+        let b = idcar::layout::uuid7::Fields {
+            random: 0x123456,
+            ..idcar::layout::uuid7::Fields::unpack(a).unwrap()
+        }
+        .pack()
+        .unwrap();
+        assert_ne!(a, b);
+        let ops = vec![op(0, T0, 0, 1, true), op(1, T0 + MS, 1, 1, true)];
+        let mut v = Verdict::default();
+        uniqueness(&ops, &[a, b], 32, &mut v);
+        assert_eq!(v.duplicates, 1, "{:?}", v.violations);
+        let mut v = Verdict::default();
+        uniqueness(&ops, &[a, uuid7_id(ms, 11, 1)], 32, &mut v);
+        assert_eq!(v.duplicates, 0);
+    }
+
+    /// uuid7 promises order per slot: an ID not above one acknowledged before it was asked
+    /// for is a violation, whichever sidecar had it; open requests and other slots are not
+    /// ordered against each other.
+    #[test]
+    fn order_per_slot_is_judged_for_layouts_that_promise_it() {
+        let ms = T0 / MS;
+        let ids = vec![
+            uuid7_id(ms, 10, 1),
+            uuid7_id(ms, 11, 1),
+            uuid7_id(ms, 5, 2),
+            uuid7_id(ms + 1, 0, 1),
+        ];
+        let ops = vec![
+            op(0, T0, 0, 2, true),
+            op(1, T0, 2, 1, true),
+            op(1, T0 + 10 * MS, 3, 1, true),
+        ];
+        let v = order_of(&ops, &ids, 0);
+        assert!(v.order_checked);
+        assert_eq!(v.order_violations, 0, "{:?}", v.violations);
+        // A successor's ID below its predecessor's, asked for after that was acknowledged.
+        let mut late = ids.clone();
+        late[3] = uuid7_id(ms, 9, 1);
+        let v = order_of(&ops, &late, 0);
+        assert_eq!(v.order_violations, 1, "{:?}", v.violations);
+        assert_eq!(checks(&v), ["order"]);
+        // The same two, asked for while the first was open: not ordered.
+        let mut open = ops.clone();
+        open[2].start_ns = T0;
+        assert_eq!(order_of(&open, &late, 0).order_violations, 0);
+        // One answer out of order.
+        let mut swapped = ids.clone();
+        swapped.swap(0, 1);
+        assert_eq!(order_of(&ops, &swapped, 0).order_violations, 1);
+        // A sidecar whose clock is 3 s behind: a predecessor cut from its store may still
+        // serve under its old claim after its successor began. Lease order is the fence's.
+        assert_eq!(order_of(&ops, &late, -3).order_violations, 0);
+        // An ID of another cluster is judged with its own cluster's slot.
+        let mut foreign = ids.clone();
+        foreign[3] = idcar::layout::uuid7::Fields {
+            cluster: 4,
+            ..idcar::layout::uuid7::Fields::unpack(uuid7_id(ms, 9, 1)).unwrap()
+        }
+        .pack()
+        .unwrap();
+        assert_eq!(order_of(&ops, &foreign, 0).order_violations, 0);
+        // Layouts that do not promise order are not judged.
+        let v = judge(&ops, &[id(ms, 1, 1, 3); 4], &[], &[]);
+        assert!(!v.order_checked);
     }
 }

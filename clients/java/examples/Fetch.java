@@ -1,6 +1,8 @@
-// fetch --socket S --count N [--prefetch K]: prints N IDs, one per line, in the server's default
-// text form; on failure one line "error: <reason>" on stderr and exit status 1. --socket falls
-// back to IDCAR_SOCKET, then /tmp/idcar.sock. A single-file program (JDK 17+ source launcher):
+// fetch --socket S --count N [--prefetch K] [--retry-deadline SECONDS]: prints N IDs, one per
+// line, in the server's default text form; on failure one line "error: <reason>" on stderr and
+// exit status 1. --socket falls back to IDCAR_SOCKET, then /tmp/idcar.sock; --retry-deadline (a
+// decimal number of seconds, default 5; 0: no retry) is how long the client retries while the
+// server is unavailable or unreachable. A single-file program (JDK 17+ source launcher):
 //
 //   mvn package   # in clients/java, once
 //   java -cp target/idcar-client-0.2.0.jar examples/Fetch.java --socket /tmp/idcar.sock --count 5
@@ -10,7 +12,10 @@ import dev.idcar.client.IdcarClient;
 import java.io.BufferedWriter;
 import java.io.IOException;
 import java.io.OutputStreamWriter;
+import java.math.BigDecimal;
+import java.math.RoundingMode;
 import java.nio.charset.StandardCharsets;
+import java.time.Duration;
 
 public final class Fetch {
     private Fetch() {
@@ -45,10 +50,26 @@ public final class Fetch {
         }
     }
 
+    /** A decimal number of seconds (e.g. 0, 2, 0.25), at least 0, to the nanosecond. */
+    static Duration seconds(String flag, String v) {
+        IllegalArgumentException bad = new IllegalArgumentException(flag
+                + " must be a decimal number of seconds of at least 0 (0: no retry), got " + v);
+        if (!v.matches("[0-9]+(\\.[0-9]+)?|\\.[0-9]+")) {
+            throw bad;
+        }
+        try {
+            long nanos = new BigDecimal(v).movePointRight(9).setScale(0, RoundingMode.CEILING).longValueExact();
+            return Duration.ofNanos(nanos);
+        } catch (ArithmeticException e) {
+            throw bad; // beyond 292 years
+        }
+    }
+
     private static void run(String[] args) throws IOException {
         String socket = null;
         int count = 1;
         int prefetch = 0;
+        Duration retryDeadline = Duration.ofSeconds(5);
         for (int i = 0; i < args.length; i += 2) {
             switch (args[i]) {
                 case "--socket":
@@ -60,12 +81,15 @@ public final class Fetch {
                 case "--prefetch":
                     prefetch = number("--prefetch", value(args, i), 0);
                     break;
+                case "--retry-deadline":
+                    retryDeadline = seconds("--retry-deadline", value(args, i));
+                    break;
                 default:
                     throw new IllegalArgumentException("unknown argument " + args[i]
-                            + " (usage: fetch --socket S --count N [--prefetch K])");
+                            + " (usage: fetch --socket S --count N [--prefetch K] [--retry-deadline SECONDS])");
             }
         }
-        IdcarClient.Builder b = IdcarClient.builder().prefetch(prefetch);
+        IdcarClient.Builder b = IdcarClient.builder().prefetch(prefetch).retryDeadline(retryDeadline);
         if (socket != null) {
             b.socket(socket);
         }

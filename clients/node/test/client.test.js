@@ -25,7 +25,7 @@ async function takeConcurrently(client, workers, perWorker) {
   return all;
 }
 
-for (const layout of ['lable64', 'sno80']) {
+for (const layout of ['lable64', 'sno80', 'uuid7']) {
   test(`unique across 8 concurrent callers, with and without prefetch (${layout})`, { timeout: 60000 }, async () => {
     const server = await startServer(layout);
     try {

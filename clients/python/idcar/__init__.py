@@ -2,7 +2,8 @@
 
 >>> import idcar
 >>> with idcar.Client() as c:          # IDCAR_SOCKET or /tmp/idcar.sock
-...     i = c.next_id()                  # an int (lable64, ugd60, si53) or bytes (sno80, muid128)
+...     i = c.next_id()                  # an int (lable64, ugd60, si53), bytes (sno80,
+...                                      # muid128) or a uuid.UUID (uuid7)
 ...     print(c.text(i), c.decode(i)["time"])
 
 Typed (PEP 561: the package ships ``py.typed``); checked with ``mypy --strict``.
@@ -15,13 +16,13 @@ from ._client import (
 )
 from ._layouts import (
     Fields, Id, Lable64Fields, Layout, LayoutError, Muid128Fields, Si53Fields, Sno80Fields,
-    Ugd60Fields, decode, text,
+    Ugd60Fields, Uuid7Fields, decode, parse, text,
 )
 
 __all__ = [
     "AsyncClient", "BadRequestError", "Client", "ConnectError", "DEFAULT_SOCKET", "Description",
     "Fields", "Id", "IdcarError", "Lable64Fields", "Layout", "LayoutError", "Muid128Fields",
     "ProtocolError", "Si53Fields", "Sno80Fields", "SocketPath", "Ugd60Fields",
-    "UnavailableError", "decode", "text",
+    "UnavailableError", "Uuid7Fields", "decode", "parse", "text",
 ]
 __version__ = "0.2.0"

@@ -20,7 +20,8 @@ class AsyncClient:
     """An asyncio idcar client; safe for concurrent tasks of one event loop.
 
     ``await next_id()`` / ``await ids(n)``; ints for the 8-byte layouts, bytes for sno80 and
-    muid128. With ``prefetch=K`` IDs come from a buffer refilled by a background task.
+    muid128, ``uuid.UUID`` for uuid7. With ``prefetch=K`` IDs come from a buffer refilled by a
+    background task.
     """
 
     path: str
@@ -87,7 +88,8 @@ class AsyncClient:
         conn = self._conn if self._conn is not None else await self._connect()
         return await self._exchange(conn, frame)
 
-    async def _call(self, frame: bytes) -> tuple[int, bytes]:
+    async def _call(self, frame: bytes) -> tuple[str, int, bytes]:
+        """One request (connecting, retrying): (layout, width, payload)."""
         if self._closed:
             raise IdcarError("the client is closed")
         retry = _Retry(self.retry_deadline)
@@ -102,7 +104,7 @@ class AsyncClient:
                 else:
                     got = answer(status, payload)
                     if isinstance(got, bytes):
-                        return width, got
+                        return self._desc.layout if self._desc else "", width, got
                     last = got
             pause = retry.pause()
             if pause is None:
@@ -119,8 +121,8 @@ class AsyncClient:
         out: list[Id] = []
         while len(out) < n:
             count = min(CHUNK, n - len(out))
-            width, payload = await self._call(get_ids_frame(count))
-            out.extend(ids_of(width, payload, count))
+            layout, width, payload = await self._call(get_ids_frame(count))
+            out.extend(ids_of(layout, width, payload, count))
         return out
 
     async def ids(self, n: int) -> list[Id]:
@@ -133,7 +135,8 @@ class AsyncClient:
 
     async def next_id(self) -> Id:
         """One ID: from the prefetch buffer when on (refilled by a background task), else
-        fetched. An ``int`` for lable64, ugd60 and si53; ``bytes`` for sno80 and muid128.
+        fetched. An ``int`` for lable64, ugd60 and si53; ``bytes`` for sno80 and muid128; a
+        ``uuid.UUID`` for uuid7.
         Prefetched IDs are handed out in the order the server issued them: a caller that finds
         the buffer empty waits for the refill in flight, or, with none, fetches one ID itself
         while no refill may start."""
@@ -181,9 +184,9 @@ class AsyncClient:
                 # Stamped when asked for: the age bound holds however long the answer took.
                 count = min(CHUNK, want)
                 asked = time.monotonic()
-                width, payload = await self._call(get_ids_frame(count))
+                layout, width, payload = await self._call(get_ids_frame(count))
                 if not self._closed:
-                    buf.add(ids_of(width, payload, count), asked)
+                    buf.add(ids_of(layout, width, payload, count), asked)
                 await self._changed()
                 want -= count
         except IdcarError:

@@ -9,6 +9,7 @@ import socket as _socket
 import struct
 import threading
 import time
+import uuid
 from collections.abc import Mapping
 from types import TracebackType
 from typing import Any, Final, NoReturn, Self
@@ -88,13 +89,15 @@ def parse_header(head: bytes, described_width: int | None = None) -> tuple[int, 
     return status, width, length
 
 
-def split_ids(width: int, payload: bytes) -> list[Id]:
-    """The IDs of an ok payload: ints for 8-byte layouts, else bytes."""
+def split_ids(layout: str, width: int, payload: bytes) -> list[Id]:
+    """The IDs of an ok payload: ints for 8-byte layouts, ``uuid.UUID`` for uuid7, else bytes."""
     if width == 0 or len(payload) % width:
         raise ProtocolError(f"payload of {len(payload)} bytes is not a multiple of width {width}")
     chunks = [payload[i : i + width] for i in range(0, len(payload), width)]
     if width == 8:
         return [int.from_bytes(c, "big") for c in chunks]
+    if layout == "uuid7" and width == 16:
+        return [uuid.UUID(bytes=c) for c in chunks]
     return list(chunks)
 
 
@@ -108,9 +111,9 @@ def answer(status: int, payload: bytes) -> bytes | IdcarError:
     return UnavailableError(f"idcar unavailable: {reason}")
 
 
-def ids_of(width: int, payload: bytes, count: int) -> list[Id]:
-    """The ``count`` IDs of a get-IDs payload."""
-    got = split_ids(width, payload)
+def ids_of(layout: str, width: int, payload: bytes, count: int) -> list[Id]:
+    """The ``count`` IDs of a get-IDs payload of a server of ``layout``."""
+    got = split_ids(layout, width, payload)
     if len(got) != count:
         raise ProtocolError(f"asked for {count} IDs, got {len(got)}")
     return got
@@ -185,10 +188,10 @@ class _Buffer:
 class Client:
     """A thread-safe idcar client over the Unix socket.
 
-    ``next_id()`` and ``ids(n)`` return ints for the 8-byte layouts (lable64, ugd60, si53) and
-    bytes for sno80 and muid128; ``text(id)`` and ``decode(id)`` format and decode them as the
-    server's layout does. With ``prefetch=K`` IDs come from a local buffer refilled in the
-    background (see the README for the trade-off).
+    ``next_id()`` and ``ids(n)`` return ints for the 8-byte layouts (lable64, ugd60, si53),
+    bytes for sno80 and muid128 and ``uuid.UUID`` for uuid7; ``text(id)`` and ``decode(id)``
+    format and decode them as the server's layout does. With ``prefetch=K`` IDs come from a
+    local buffer refilled in the background (see the README for the trade-off).
     """
 
     path: str
@@ -269,8 +272,9 @@ class Client:
             raise ProtocolError(f"bad describe answer: {e}") from None
         return s
 
-    def _call(self, frame: bytes) -> tuple[int, bytes]:
-        """Sends one request (connecting, retrying as the contract says): (width, payload)."""
+    def _call(self, frame: bytes) -> tuple[str, int, bytes]:
+        """Sends one request (connecting, retrying as the contract says): (layout, width,
+        payload), the layout the connection's server described."""
         if self._closed:
             raise IdcarError("the client is closed")
         retry = _Retry(self.retry_deadline)
@@ -285,7 +289,7 @@ class Client:
                 else:
                     got = answer(status, payload)
                     if isinstance(got, bytes):
-                        return width, got
+                        return self._desc.layout if self._desc else "", width, got
                     last = got
             pause = retry.pause()
             if pause is None:
@@ -304,8 +308,8 @@ class Client:
         out: list[Id] = []
         while len(out) < n:
             count = min(CHUNK, n - len(out))
-            width, payload = self._call(get_ids_frame(count))
-            out.extend(ids_of(width, payload, count))
+            layout, width, payload = self._call(get_ids_frame(count))
+            out.extend(ids_of(layout, width, payload, count))
         return out
 
     def ids(self, n: int) -> list[Id]:
@@ -319,7 +323,8 @@ class Client:
     def next_id(self) -> Id:
         """One ID: from the prefetch buffer when on (refilled in the background), else fetched.
 
-        An ``int`` for lable64, ugd60 and si53; ``bytes`` for sno80 and muid128. Prefetched IDs
+        An ``int`` for lable64, ugd60 and si53; ``bytes`` for sno80 and muid128; a
+        ``uuid.UUID`` for uuid7. Prefetched IDs
         are handed out in the order the server issued them: a caller that finds the buffer
         empty waits for the refill in flight, or, with none, fetches one ID itself while no
         refill may start.
@@ -367,10 +372,10 @@ class Client:
                 # no earlier, so the age bound holds however long the answer took.
                 count = min(CHUNK, want)
                 asked = time.monotonic()
-                width, payload = self._call(get_ids_frame(count))
+                layout, width, payload = self._call(get_ids_frame(count))
                 with self._buf_cond:
                     if not self._closed:
-                        buf.add(ids_of(width, payload, count), asked)
+                        buf.add(ids_of(layout, width, payload, count), asked)
                     self._buf_cond.notify_all()
                 want -= count
         except IdcarError:

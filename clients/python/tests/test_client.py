@@ -17,12 +17,16 @@ import tempfile
 import threading
 import time
 import unittest
+import uuid
 from typing import IO, Any
 
 import idcar
 
-LAYOUTS = ["lable64", "ugd60", "si53", "sno80", "muid128"]
+LAYOUTS = ["lable64", "ugd60", "si53", "sno80", "muid128", "uuid7"]
 SOURCE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # clients/python
+#: The repository's known answers for uuid7, shared with the server's and the other clients'
+#: tests.
+UUID7_VECTORS = os.path.join(SOURCE, "..", "..", "tests", "vectors", "uuid7.jsonl")
 
 
 def find_bin() -> str:
@@ -112,7 +116,7 @@ def idcar_decode(layout: str, text: str, *extra: str) -> dict[str, Any]:
 
 
 def key(i: idcar.Id) -> idcar.Id:
-    return i if isinstance(i, int) else bytes(i)
+    return i if isinstance(i, (int, uuid.UUID)) else bytes(i)
 
 
 class SlowCounter:
@@ -290,6 +294,7 @@ class ClientTest(unittest.TestCase):
                         text = c.text(i)
                         self.assertEqual(c.decode(i), idcar_decode(layout, text, *extra),
                                          f"{layout} {text}")
+                        self.assertEqual(idcar.parse(layout, text), i, f"{layout} {text}")
             finally:
                 srv.close()
 
@@ -331,6 +336,105 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(idcar.text("muid128", raw), "5D5EAC793E61F-1BFC71B112D-0000000B")
         with self.assertRaises(idcar.LayoutError):
             idcar.decode("lable64", 0x7E3C018045810093 | 1 << 12)
+
+    def test_uuid7_known_answers(self) -> None:
+        with open(UUID7_VECTORS, encoding="utf-8") as f:
+            vectors = [json.loads(line) for line in f if line.strip()]
+        answered = refused = 0
+        for v in vectors:
+            if "error" in v:
+                # Text the server refuses (not a UUIDv7, wrong length, a bad character): in
+                # any form or with the form told by its shape.
+                with self.assertRaises(idcar.LayoutError, msg=v["note"]):
+                    idcar.parse("uuid7", v["text"])
+                refused += 1
+                continue
+            u = idcar.parse("uuid7", v["uuid"])
+            self.assertIsInstance(u, uuid.UUID)
+            self.assertEqual((u.version, u.hex), (7, v["hex"]))
+            raw = bytes.fromhex(v["hex"])
+            forms: list[idcar.Id] = [u, raw, int(v["hex"], 16)]
+            for i in forms:
+                self.assertEqual(idcar.text("uuid7", i), v["uuid"])
+                self.assertEqual(idcar.text("uuid7", i, form="uuid"), v["uuid"])
+                self.assertEqual(idcar.text("uuid7", i, form="hex"), v["hex"])
+            for text, form in ((v["uuid"], "uuid"), (v["hex"], "hex"), (v.get("ulid"), "ulid")):
+                if text is None:
+                    continue
+                for t in (text, text.upper(), text.lower()):
+                    self.assertEqual(idcar.parse("uuid7", t), u, t)
+                    self.assertEqual(idcar.parse("uuid7", t, form=form), u, t)
+            if "ulid" in v:
+                self.assertEqual(idcar.text("uuid7", u, form="ulid"), v["ulid"])
+            if v["time"] is None:
+                with self.assertRaises(idcar.LayoutError, msg=v["note"]):
+                    idcar.decode("uuid7", u)  # after 9999: no RFC 3339 time
+                continue
+            fields = idcar.decode("uuid7", u)
+            self.assertEqual(fields, idcar.decode("uuid7", raw))
+            want: dict[str, Any] = {
+                "layout": "uuid7", "id": v["uuid"], "hex": v["hex"],
+                "unix_ts_ms": v["unix_ts_ms"], "time": v["time"], "issuer": v["issuer"],
+            }
+            if v["issuer"] == "idcar":
+                want.update({k: v[k] for k in ("counter", "cluster", "slot", "random")})
+            self.assertEqual(dict(fields), want, v["uuid"])
+            answered += 1
+        self.assertGreaterEqual((answered, refused), (10, 7))
+        # The SPEC's own examples.
+        ours = idcar.decode("uuid7", uuid.UUID("01a20180-3c7e-74b5-a873-0009a1b2c3ac"))
+        self.assertEqual((ours["unix_ts_ms"], ours.get("counter"), ours.get("cluster"),
+                          ours.get("slot"), ours.get("random"), ours["issuer"]),
+                         (1795321511038, 1234567, 3, 9, 10597059, "idcar"))
+        rfc = idcar.decode("uuid7", uuid.UUID("017f22e2-79b0-7cc3-98c4-dc0c0c07398f"))
+        self.assertEqual((rfc["unix_ts_ms"], rfc["time"], rfc["issuer"]),
+                         (1645557742000, "2022-02-22T19:22:22.000Z", "other"))
+        # Other text forms are not uuid7's; other UUIDs (version 4) are not uuid7 IDs.
+        with self.assertRaises(idcar.LayoutError):
+            idcar.text("uuid7", uuid.UUID(rfc["id"]), form="muid")
+        with self.assertRaises(idcar.LayoutError):
+            idcar.decode("uuid7", uuid.UUID("919108f7-52d1-4320-9bac-f847db4148a8"))
+        with self.assertRaises(idcar.LayoutError):
+            idcar.decode("lable64", uuid.UUID(rfc["id"]))  # a UUID is 16 bytes
+
+    def test_uuid7_ids_are_uuids(self) -> None:
+        srv = Server("--layout", "uuid7")
+        try:
+            for prefetch in (0, 100):
+                with idcar.Client(srv.socket, prefetch=prefetch) as c:
+                    d = c.describe()
+                    self.assertEqual((d.layout, d.width, d.form), ("uuid7", 16, "uuid"))
+                    self.assertEqual(d.params, {"cluster-id": "0"})
+                    first = c.next_id()
+                    if not isinstance(first, uuid.UUID):
+                        self.fail(f"uuid7 IDs are uuid.UUID, got {first!r}")
+                    self.assertEqual((first.version, first.variant), (7, uuid.RFC_4122))
+                    self.assertEqual(c.text(first), str(first))
+                    f = c.decode(first)
+                    if f["layout"] != "uuid7":  # narrows idcar.Fields to idcar.Uuid7Fields
+                        self.fail(f"decoded as {f['layout']}")
+                    self.assertEqual((f["issuer"], f.get("cluster")), ("idcar", 0))
+                    rest = [i for i in c.ids(300) if isinstance(i, uuid.UUID) and i.version == 7]
+                    self.assertEqual(len(rest), 300)
+                    # One slot's IDs increase, as numbers and as text.
+                    self.assertEqual(rest, sorted(rest))
+                    self.assertEqual([str(i) for i in rest], sorted(str(i) for i in rest))
+                    self.assertGreater(rest[0], first)
+
+            async def run() -> None:
+                async with idcar.AsyncClient(srv.socket) as c:
+                    got = await c.ids(3)
+                    self.assertTrue(all(isinstance(i, uuid.UUID) and i.version == 7
+                                        for i in got))
+                    self.assertEqual(await c.text(got[0]), str(got[0]))
+                    f = await c.decode(got[0])
+                    if f["layout"] != "uuid7":
+                        self.fail(f"decoded as {f['layout']}")
+                    self.assertEqual(f["issuer"], "idcar")
+
+            asyncio.run(asyncio.wait_for(run(), 30))
+        finally:
+            srv.close()
 
 
 class AsyncClientTest(unittest.TestCase):
@@ -487,9 +591,38 @@ class PackageTest(unittest.TestCase):
             self.assertEqual(len(set(lines)), 3)
             for line in lines:
                 self.assertEqual(idcar_decode("muid128", line)["id"], line)
-            bad = run_python([fetch, "--count", "0"], srv.socket)
-            self.assertEqual((bad.returncode, bad.stdout), (1, ""))
-            self.assertTrue(bad.stderr.startswith("error: "), bad.stderr)
+            for args in (["--count", "0"], ["--retry-deadline", "soon"],
+                         ["--retry-deadline", "-1"], ["--retry-deadline", "nan"]):
+                bad = run_python([fetch, *args], srv.socket)
+                self.assertEqual((bad.returncode, bad.stdout), (1, ""), args)
+                self.assertTrue(bad.stderr.startswith("error: "), bad.stderr)
+                self.assertEqual(len(bad.stderr.splitlines()), 1, bad.stderr)
+        finally:
+            srv.close()
+
+    def test_fetch_example_prints_uuid7_ids_and_honours_the_retry_deadline(self) -> None:
+        srv = Server("--layout", "uuid7")
+        try:
+            fetch = os.path.join(SOURCE, "examples", "fetch.py")
+            out = run_python([fetch, "--count", "2", "--retry-deadline", "0.5"], srv.socket)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            for line in out.stdout.splitlines():
+                self.assertEqual(str(uuid.UUID(line)), line)
+                self.assertEqual(idcar_decode("uuid7", line)["issuer"], "idcar")
+            # A missing socket is retried until the deadline: not at all with 0, for a second
+            # with 1 (each run also starts Python: compare the two).
+            missing = os.path.join(srv.dir, "missing.sock")
+            took: dict[str, float] = {}
+            for deadline in ("0", "1.0"):
+                t = time.monotonic()
+                got = run_python([fetch, "--socket", missing, "--retry-deadline", deadline],
+                                 srv.socket)
+                took[deadline] = time.monotonic() - t
+                self.assertEqual((got.returncode, got.stdout), (1, ""))
+                self.assertIn(f"error: cannot connect to {missing}", got.stderr)
+            self.assertLess(took["0"], 5)
+            self.assertGreater(took["1.0"] - took["0"], 0.7, took)
+            self.assertLess(took["1.0"], 10)
         finally:
             srv.close()
 

@@ -1,4 +1,4 @@
-//! `fetch --socket S --count N [--prefetch K]`: prints N IDs, one per line, in the server's
+//! `fetch --socket S --count N [--prefetch K] [--retry-deadline SECONDS]`: prints N IDs, one per line, in the server's
 //! default text form. On any failure: one line `error: <reason>` on stderr, exit status 1.
 //! The socket falls back to `IDCAR_SOCKET`, then `/tmp/idcar.sock`.
 
@@ -16,6 +16,9 @@ fn run() -> Result<(), String> {
     let mut b = Client::builder();
     if let Some(s) = a.socket.clone() {
         b = b.socket(s);
+    }
+    if let Some(d) = a.retry_deadline {
+        b = b.retry_deadline(d);
     }
     if let Some(k) = a.number("prefetch") {
         b = b.prefetch(usize::try_from(k).map_err(|e| e.to_string())?);

@@ -177,8 +177,8 @@ impl Client {
             .ok_or_else(|| Error::Protocol("an empty answer".into()))
     }
 
-    /// One ID as a `u64`, for the 8-byte layouts (lable64, ugd60, si53); sno80 and muid128
-    /// IDs are [`Error::Invalid`] (use [`next_id`](Self::next_id)).
+    /// One ID as a `u64`, for the 8-byte layouts (lable64, ugd60, si53); sno80, muid128 and
+    /// uuid7 IDs are [`Error::Invalid`] (use [`next_id`](Self::next_id)).
     pub fn next_u64(&self) -> Result<u64> {
         let id = self.next_id()?;
         id.as_u64().ok_or_else(|| {
@@ -186,6 +186,20 @@ impl Client {
                 "{} IDs are {} bytes, not a u64",
                 id.layout().layout,
                 id.layout().width
+            ))
+        })
+    }
+
+    /// One uuid7 ID as a [`uuid::Uuid`]; IDs of the other layouts are [`Error::Invalid`]
+    /// (use [`next_id`](Self::next_id)).
+    #[cfg(feature = "uuid")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "uuid")))]
+    pub fn next_uuid(&self) -> Result<uuid::Uuid> {
+        let id = self.next_id()?;
+        id.to_uuid().ok_or_else(|| {
+            Error::Invalid(format!(
+                "{} IDs are not UUIDs (a server of layout uuid7 issues them)",
+                id.layout().layout
             ))
         })
     }

@@ -13,17 +13,22 @@ const UGD60_EPOCH_S: i64 = 1_519_862_400;
 const SNO80_EPOCH_MS: i64 = 1_262_304_000_000;
 const SI53_BASE_CLOCK: i64 = 1_577_836_800_000;
 const SI53_MID_BITS: i64 = 5;
+const CROCKFORD: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+/// uuid7's check-byte multiplier.
+const UUID7_K: u64 = 0x9E37_79B9_7F4A_7C15;
+/// The last millisecond whose time RFC 3339 writes (9999-12-31T23:59:59.999Z).
+const UUID7_LAST_MS: u64 = 253_402_300_799_999;
 
 /// What a server says about its IDs in answer to a describe request (sent on every new
 /// connection): the layout, the width of its binary IDs, its default text form and every
 /// parameter that shapes them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Description {
-    /// `lable64`, `ugd60`, `si53`, `sno80` or `muid128`.
+    /// `lable64`, `ugd60`, `si53`, `sno80`, `muid128` or `uuid7`.
     pub layout: String,
     /// Bytes per binary ID: 8, 10 or 16.
     pub width: usize,
-    /// The default text form: `hex`, `b64`, `dec`, `b32` or `muid`.
+    /// The default text form: `hex`, `b64`, `dec`, `b32`, `muid` or `uuid`.
     pub form: String,
     /// Flag names without dashes → values, as text (e.g. si53's `mid-bits`).
     pub params: Vec<(String, String)>,
@@ -48,6 +53,7 @@ impl Description {
                 &[("sequence-max", "65535"), ("sequence-min", "0")],
             ),
             "muid128" => (16, "muid", &[("medallion-base", "0x10000000000")]),
+            "uuid7" => (16, "uuid", &[("cluster-id", "0")]),
             other => return Err(Error::Invalid(format!("unknown layout {other:?}"))),
         };
         Ok(Description {
@@ -165,11 +171,35 @@ impl Id {
         &self.raw[..usize::from(self.width)]
     }
 
-    /// The ID as a `u64`, for the 8-byte layouts (lable64, ugd60, si53); `None` for sno80
-    /// and muid128.
+    /// The ID as a `u64`, for the 8-byte layouts (lable64, ugd60, si53); `None` for sno80,
+    /// muid128 and uuid7.
     pub fn as_u64(&self) -> Option<u64> {
         let b: [u8; 8] = self.as_bytes().try_into().ok()?;
         Some(u64::from_be_bytes(b))
+    }
+
+    /// The 16 bytes of a uuid7 ID (an RFC 9562 version-7 UUID, big-endian); `None` for the
+    /// other layouts.
+    pub fn uuid_bytes(&self) -> Option<[u8; 16]> {
+        (self.layout.layout == "uuid7" && self.width == 16).then_some(self.raw)
+    }
+
+    /// A uuid7 ID as a [`uuid::Uuid`]; `None` for the other layouts.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), idcar_client::Error> {
+    /// let d = idcar_client::Description::for_layout("uuid7")?;
+    /// let id = d.parse_id("01a20180-3c7e-74b5-a873-0009a1b2c3ac")?;
+    /// let u = id.to_uuid().expect("a uuid7 ID");
+    /// assert_eq!(u.get_version_num(), 7);
+    /// assert_eq!(u.to_string(), id.to_string());
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "uuid")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "uuid")))]
+    pub fn to_uuid(&self) -> Option<uuid::Uuid> {
+        self.uuid_bytes().map(uuid::Uuid::from_bytes)
     }
 
     /// What the server said about this ID's layout.
@@ -314,6 +344,23 @@ fn format_text(form: &str, raw: &[u8]) -> String {
             let h = hex(raw).to_uppercase();
             format!("{}-{}-{}", &h[..13], &h[13..24], &h[24..])
         }
+        ("uuid", None) if raw.len() == 16 => {
+            let h = hex(raw);
+            format!(
+                "{}-{}-{}-{}-{}",
+                &h[..8],
+                &h[8..12],
+                &h[12..16],
+                &h[16..20],
+                &h[20..]
+            )
+        }
+        ("ulid", None) if raw.len() == 16 => {
+            let v = u128::from_be_bytes(raw.try_into().unwrap_or_default());
+            (0..26)
+                .map(|i| CROCKFORD[(v >> (125 - 5 * i) & 31) as usize] as char)
+                .collect()
+        }
         _ => hex(raw),
     }
 }
@@ -358,6 +405,26 @@ fn parse_text(form: &str, width: usize, text: &str) -> Option<Vec<u8>> {
                 raw.extend_from_slice(&v.to_be_bytes()[3..]);
             }
             raw
+        }
+        ("uuid", 16) => {
+            let p: Vec<&str> = text.split('-').collect();
+            let widths: Vec<usize> = p.iter().map(|g| g.len()).collect();
+            if widths != [8, 4, 4, 4, 12] {
+                return None;
+            }
+            unhex(&p.concat())?
+        }
+        ("ulid", 16) if text.len() == 26 => {
+            let v = text.bytes().try_fold(0u128, |v, c| {
+                let k = CROCKFORD
+                    .iter()
+                    .position(|&a| a == c.to_ascii_uppercase())?;
+                Some(v.checked_mul(32)? | k as u128)
+            })?;
+            if text.as_bytes()[0].to_ascii_uppercase() > b'7' {
+                return None;
+            }
+            v.to_be_bytes().to_vec()
         }
         ("muid", 16) => {
             let p: Vec<&str> = text.split('-').collect();
@@ -464,6 +531,7 @@ fn decode(d: &Description, raw: &[u8]) -> Result<Decoded> {
                 ("time", Text(rfc3339(unix_ms, 1_000))),
             ]
         }
+        "uuid7" => uuid7(u, raw).map_err(invalid)?,
         _ => {
             let lo = u64::from_be_bytes(raw[8..16].try_into().unwrap_or_default());
             let ts = (u >> 12) as i64;
@@ -479,6 +547,45 @@ fn decode(d: &Description, raw: &[u8]) -> Result<Decoded> {
         }
     };
     Ok(Decoded(fields))
+}
+
+/// The fields of a uuid7 ID (high word `hi`, 16 bytes `raw`), or why it is not one.
+fn uuid7(hi: u64, raw: &[u8]) -> std::result::Result<Vec<(&'static str, Value)>, String> {
+    use Value::{Int, Text};
+    let lo = u64::from_be_bytes(raw[8..16].try_into().unwrap_or_default());
+    if (hi >> 12) & 15 != 7 {
+        return Err(format!("version {}, not 7", (hi >> 12) & 15));
+    }
+    if lo >> 62 != 2 {
+        return Err(format!("variant bits {:02b}, not 10", lo >> 62));
+    }
+    let ms = hi >> 16;
+    if ms > UUID7_LAST_MS {
+        return Err(format!("unix_ts_ms {ms} is after 9999-12-31T23:59:59.999Z"));
+    }
+    let mut f = vec![
+        ("layout", Text("uuid7".into())),
+        ("id", Text(format_text("uuid", raw))),
+        ("hex", Text(hex(raw))),
+        ("unix_ts_ms", Int(ms as i64)),
+        ("time", Text(rfc3339(ms as i64, 1_000))),
+    ];
+    let check = (hi.wrapping_mul(UUID7_K) ^ lo >> 8).wrapping_mul(UUID7_K) >> 56;
+    if check != lo & 255 {
+        f.push(("issuer", Text("other".into())));
+        return Ok(f);
+    }
+    f.extend([
+        ("issuer", Text("idcar".into())),
+        (
+            "counter",
+            Int(((hi & 4095) << 10 | (lo >> 52) & 1023) as i64),
+        ),
+        ("cluster", Int(((lo >> 48) & 15) as i64)),
+        ("slot", Int(((lo >> 32) & 65535) as i64)),
+        ("random", Int(((lo >> 8) & 16_777_215) as i64)),
+    ]);
+    Ok(f)
 }
 
 /// `t` in units of 1/`per_s` of a second since the Unix epoch, as RFC 3339 in UTC with
@@ -532,6 +639,63 @@ mod tests {
         assert_eq!(id.to_string(), "5D5EAC793E61F-1BFC71B112D-0000000B");
     }
 
+    /// uuid7's known answers, shared with the server's tests and the other clients.
+    #[test]
+    fn uuid7_known_answers() {
+        let text = include_str!("../../../tests/vectors/uuid7.jsonl");
+        let d = Description::for_layout("uuid7").unwrap();
+        let (mut ok, mut refused) = (0, 0);
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let v = crate::json::parse(line).unwrap();
+            let s = |k: &str| match v.get(k) {
+                Some(Json::Str(s)) => Some(s.clone()),
+                _ => None,
+            };
+            let n = |k: &str| match v.get(k) {
+                Some(Json::Num(n)) => n.parse::<i64>().ok(),
+                _ => None,
+            };
+            if let Some(bad) = s("text") {
+                let decoded = d.parse_id(&bad).and_then(|id| id.decode());
+                assert!(decoded.is_err(), "{line}");
+                refused += 1;
+                continue;
+            }
+            let id = d.parse_id(&s("uuid").unwrap()).unwrap();
+            assert_eq!(id.to_string(), s("uuid").unwrap());
+            let hex = d.clone();
+            let mut hex = hex;
+            hex.form = "hex".into();
+            assert_eq!(
+                hex.parse_id(&s("hex").unwrap()).unwrap().as_bytes(),
+                id.as_bytes()
+            );
+            if let Some(ulid) = s("ulid") {
+                let mut u = d.clone();
+                u.form = "ulid".into();
+                let back = u.parse_id(&ulid.to_lowercase()).unwrap();
+                assert_eq!(back.as_bytes(), id.as_bytes(), "{line}");
+                assert_eq!(back.to_string(), ulid);
+            }
+            let Some(time) = s("time") else {
+                assert!(id.decode().is_err(), "{line}: after 9999");
+                continue;
+            };
+            let f = id.decode().unwrap();
+            assert_eq!(f.text("time"), Some(time.as_str()), "{line}");
+            assert_eq!(f.text("issuer"), s("issuer").as_deref(), "{line}");
+            for k in ["unix_ts_ms", "counter", "cluster", "slot", "random"] {
+                assert_eq!(f.int(k), n(k), "{line}: {k}");
+            }
+            assert_eq!(
+                id.uuid_bytes().map(u128::from_be_bytes),
+                u128::from_str_radix(&s("hex").unwrap(), 16).ok()
+            );
+            ok += 1;
+        }
+        assert!(ok >= 9 && refused >= 5, "{ok} {refused}");
+    }
+
     #[test]
     fn text_forms_round_trip() {
         for (layout, raw) in [
@@ -543,6 +707,10 @@ mod tests {
             ("si53", vec![0, 0x1f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]),
             ("sno80", (1..=10).collect()),
             ("muid128", (1..=16).collect()),
+            (
+                "uuid7",
+                vec![1, 2, 3, 4, 5, 6, 0x77, 8, 0x89, 10, 11, 12, 13, 14, 15, 16],
+            ),
         ] {
             let d = Description::for_layout(layout).unwrap();
             let id = d.id_from_bytes(&raw).unwrap();

@@ -63,7 +63,7 @@
 //! other processes were issued meanwhile. So buffered IDs older than the maximum age (1 s) are
 //! dropped, never handed out, and an ID is handed out at most once. Keep `k` at or below what
 //! the layout issues per slot within the maximum age (lable64 64,000/s, ugd60 1,024/s, si53
-//! 256/ms with 5 MID bits, sno80 16.4 M/s, muid128 1 M/s).
+//! 256/ms with 5 MID bits, sno80 16.4 M/s, muid128 1 M/s, uuid7 2^21 per ms).
 //!
 //! # Errors
 //!
@@ -78,6 +78,11 @@
 //! then read the answers in order) and for request options ([`RequestOptions`]: sno80's
 //! metabyte, muid128 transactions). With the `tokio` feature, `idcar_client::tokio::Connection`
 //! is the same on tokio's Unix socket.
+//!
+//! # UUIDs
+//!
+//! A uuid7 server issues RFC 9562 version-7 UUIDs: [`Id::uuid_bytes`] gives their 16 bytes,
+//! and with the `uuid` feature `Id::to_uuid` and `Client::next_uuid` give a `uuid::Uuid`.
 //!
 //! The contract every idcar client shares is `clients/SPEC.md` in idcar's repository; the wire
 //! protocol is `docs/protocol.md`.

@@ -130,6 +130,7 @@ fn decoding_agrees_with_idcar_decode_for_every_layout() {
         ("si53", &["--mid-bits", "3"][..]),
         ("sno80", &[][..]),
         ("muid128", &[][..]),
+        ("uuid7", &["--cluster-id", "5"][..]),
     ] {
         let mut args = vec!["--layout", layout];
         args.extend_from_slice(extra);
@@ -146,6 +147,15 @@ fn decoding_agrees_with_idcar_decode_for_every_layout() {
             assert_eq!(ours, theirs, "{layout} {text}");
             // The text form reads back to the same bytes.
             assert_eq!(d.parse_id(&text).unwrap().as_bytes(), id.as_bytes());
+        }
+        #[cfg(feature = "uuid")]
+        match c.next_uuid() {
+            Ok(u) => {
+                assert_eq!(layout, "uuid7");
+                assert_eq!(u.get_version_num(), 7);
+                assert_eq!(u.get_variant(), uuid::Variant::RFC4122);
+            }
+            Err(e) => assert!(layout != "uuid7" && matches!(e, Error::Invalid(_)), "{e}"),
         }
         if d.width == 8 {
             assert!(c.next_u64().is_ok());

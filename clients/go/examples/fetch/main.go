@@ -1,7 +1,10 @@
 // Command fetch prints IDs from an idcar server, one per line, in the server's default
 // text form:
 //
-//	go run ./examples/fetch --socket /tmp/idcar.sock --count 5 [--prefetch 100]
+//	go run ./examples/fetch --socket /tmp/idcar.sock --count 5 [--prefetch 100] [--retry-deadline 5]
+//
+// --retry-deadline is how many seconds (a decimal number, default 5) unavailable answers
+// and connection failures are retried; 0: no retry.
 //
 // On any failure it prints one line "error: <reason>" to stderr and exits 1.
 package main
@@ -13,7 +16,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"time"
 
 	idcar "github.com/idcar/idcar/clients/go"
 )
@@ -34,6 +39,7 @@ func run(args []string, stdout io.Writer) error {
 	socket := fs.String("socket", "", "the server's socket (default $IDCAR_SOCKET, else /tmp/idcar.sock)")
 	count := fs.Int("count", 1, "how many IDs")
 	prefetch := fs.Int("prefetch", 0, "prefetch buffer size (0: off)")
+	retry := fs.Float64("retry-deadline", 5, "seconds to retry unavailable answers and connection failures (0: no retry)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(os.Stderr)
@@ -47,7 +53,11 @@ func run(args []string, stdout io.Writer) error {
 	if *count < 1 || *prefetch < 0 {
 		return errors.New("--count must be at least 1 and --prefetch not negative")
 	}
-	c, err := idcar.Dial(idcar.Options{Socket: *socket, Prefetch: *prefetch})
+	deadline, err := retryDeadline(*retry)
+	if err != nil {
+		return err
+	}
+	c, err := idcar.Dial(idcar.Options{Socket: *socket, Prefetch: *prefetch, RetryDeadline: deadline})
 	if err != nil {
 		return err
 	}
@@ -70,4 +80,22 @@ func run(args []string, stdout io.Writer) error {
 		fmt.Fprintln(w, id)
 	}
 	return w.Flush()
+}
+
+// retryDeadline turns --retry-deadline seconds into Options.RetryDeadline: 0 is NoRetry;
+// a deadline beyond what a time.Duration holds (about 292 years) is that longest one.
+func retryDeadline(seconds float64) (time.Duration, error) {
+	switch {
+	case math.IsNaN(seconds) || seconds < 0:
+		return 0, fmt.Errorf("--retry-deadline must be a number of seconds, 0 (no retry) or more, not %v", seconds)
+	case seconds == 0:
+		return idcar.NoRetry, nil
+	case seconds >= float64(math.MaxInt64)/float64(time.Second):
+		return math.MaxInt64, nil
+	}
+	d := time.Duration(seconds * float64(time.Second))
+	if d < 1 {
+		d = 1 // positive but below a nanosecond: still not the default
+	}
+	return d, nil
 }

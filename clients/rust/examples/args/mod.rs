@@ -1,10 +1,12 @@
-//! The flags both examples share: `--socket S` and one number per other flag (all optional).
+//! The flags both examples share: `--socket S`, `--retry-deadline SECONDS` (a decimal number)
+//! and one whole number per other flag (all optional).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 
 pub struct Args {
     pub socket: Option<PathBuf>,
+    pub retry_deadline: Option<std::time::Duration>,
     numbers: HashMap<&'static str, u64>,
 }
 
@@ -13,6 +15,7 @@ impl Args {
     pub fn parse(numbers: &[&'static str]) -> Result<Args, String> {
         let mut a = Args {
             socket: None,
+            retry_deadline: None,
             numbers: HashMap::new(),
         };
         let mut it = std::env::args().skip(1);
@@ -20,6 +23,16 @@ impl Args {
             let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
             match flag.strip_prefix("--") {
                 Some("socket") => a.socket = Some(value.into()),
+                Some("retry-deadline") => {
+                    let d = value
+                        .parse::<f64>()
+                        .ok()
+                        .and_then(|s| std::time::Duration::try_from_secs_f64(s).ok())
+                        .ok_or_else(|| {
+                            format!("--retry-deadline {value:?} is not a number of seconds")
+                        })?;
+                    a.retry_deadline = Some(d);
+                }
                 Some(name) if numbers.contains(&name) => {
                     let n = value
                         .parse()

@@ -64,7 +64,7 @@ public final class Description {
     /**
      * The layout.
      *
-     * @return lable64, ugd60, si53, sno80 or muid128
+     * @return lable64, ugd60, si53, sno80, muid128 or uuid7
      */
     public String layout() {
         return layout;
@@ -73,7 +73,7 @@ public final class Description {
     /**
      * Bytes per ID.
      *
-     * @return 8 for lable64, ugd60, si53; 10 for sno80; 16 for muid128
+     * @return 8 for lable64, ugd60, si53; 10 for sno80; 16 for muid128 and uuid7
      */
     public int width() {
         return width;
@@ -82,7 +82,7 @@ public final class Description {
     /**
      * The default text form.
      *
-     * @return hex, b64, dec, b32 or muid
+     * @return hex, b64, dec, b32, muid or uuid
      */
     public String form() {
         return form;

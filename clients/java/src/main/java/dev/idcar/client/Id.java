@@ -2,10 +2,13 @@ package dev.idcar.client;
 
 import java.math.BigInteger;
 import java.util.Arrays;
+import java.util.UUID;
 
 /**
  * One ID: its layout and its raw bytes (big-endian, as the server sends them). Immutable.
- * {@link #toString()} is the layout's default text form, as {@code idcar} prints it.
+ * {@link #toString()} is the layout's default text form, as {@code idcar} prints it;
+ * {@link #asLong()} gives the IDs of the 8-byte layouts as a {@code long}, {@link #toUuid()}
+ * those of uuid7 as a {@link UUID}.
  */
 public final class Id implements Comparable<Id> {
     private final String layout;
@@ -54,10 +57,31 @@ public final class Id implements Comparable<Id> {
     }
 
     /**
-     * Parses the layout's default text form (hex, b64, dec, b32, muid).
+     * A uuid7 ID from a {@link UUID}: its 128 bits, most significant first. Any UUID is taken
+     * ({@link #decode()} refuses one that is not version 7 with RFC 9562's variant).
+     *
+     * @param uuid the UUID
+     * @return the ID, of layout {@code uuid7}
+     */
+    public static Id ofUuid(UUID uuid) {
+        long hi = uuid.getMostSignificantBits();
+        long lo = uuid.getLeastSignificantBits();
+        byte[] b = new byte[16];
+        for (int i = 0; i < 8; i++) {
+            b[i] = (byte) (hi >>> (56 - 8 * i));
+            b[8 + i] = (byte) (lo >>> (56 - 8 * i));
+        }
+        return new Id("uuid7", b);
+    }
+
+    /**
+     * Parses an ID's text: the layout's default text form (lable64 hex, ugd60 b64, si53 dec,
+     * sno80 b32, muid128 muid, uuid7 uuid); for uuid7 also its {@code hex} and {@code ulid}
+     * forms, told apart by their shape, in either case. uuid7 text must be a version-7 UUID with
+     * RFC 9562's variant.
      *
      * @param layout the layout name
-     * @param text the text form, as {@link #toString()} gives it
+     * @param text the text form, as {@link #toString()} or {@link #format(String)} gives it
      * @return the ID
      * @throws IllegalArgumentException when {@code text} is not an ID of {@code layout}
      */
@@ -101,13 +125,27 @@ public final class Id implements Comparable<Id> {
      * the same 64 bits ({@link Long#toUnsignedString(long)} shows the unsigned value).
      *
      * @return the 64 bits
-     * @throws IllegalStateException for sno80 and muid128 (10 and 16 bytes)
+     * @throws IllegalStateException for sno80, muid128 and uuid7 (10 and 16 bytes)
      */
     public long asLong() {
         if (bytes.length != 8) {
             throw new IllegalStateException(layout + " IDs are " + bytes.length + " bytes, not a long");
         }
         return Decoder.u64(bytes, 0);
+    }
+
+    /**
+     * A uuid7 ID as a {@link UUID}: the same 128 bits, so its {@link UUID#toString()} is the
+     * ID's text form, {@link UUID#version()} is 7 and {@link UUID#variant()} is 2.
+     *
+     * @return the UUID
+     * @throws IllegalStateException when the ID's layout is not uuid7
+     */
+    public UUID toUuid() {
+        if (!layout.equals("uuid7")) {
+            throw new IllegalStateException("layout " + layout + " IDs are not UUIDs (only uuid7's are)");
+        }
+        return new UUID(Decoder.u64(bytes, 0), Decoder.u64(bytes, 8));
     }
 
     /**
@@ -130,7 +168,24 @@ public final class Id implements Comparable<Id> {
         return Decoder.decode(this);
     }
 
-    /** The layout's default text form: lable64 hex, ugd60 b64, si53 dec, sno80 b32, muid128 muid. */
+    /**
+     * The ID in one of its layout's text forms, as {@code idcar} prints it: for uuid7
+     * {@code uuid} (the default: lower-case 8-4-4-4-12 hex digits), {@code hex} (32 lower-case
+     * hex digits) or {@code ulid} (26 characters of Crockford base32); for the other layouts
+     * their default form (see {@link Decoder#forms(String)}).
+     *
+     * @param form the text form's name
+     * @return the text
+     * @throws IllegalArgumentException when {@code form} is not one of the layout's forms
+     */
+    public String format(String form) {
+        return Decoder.text(layout, form, bytes);
+    }
+
+    /**
+     * The layout's default text form: lable64 hex, ugd60 b64, si53 dec, sno80 b32, muid128 muid,
+     * uuid7 uuid.
+     */
     @Override
     public String toString() {
         return Decoder.text(layout, bytes);

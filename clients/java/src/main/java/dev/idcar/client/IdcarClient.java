@@ -15,6 +15,7 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Objects;
+import java.util.UUID;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.ReentrantLock;
 
@@ -24,6 +25,7 @@ import java.util.concurrent.locks.ReentrantLock;
  * <pre>{@code
  * try (IdcarClient c = IdcarClient.builder().socket("/tmp/idcar.sock").build()) {
  *     long id = c.nextId();                 // lable64, ugd60, si53
+ *     UUID u = c.nextUuid();                // uuid7
  *     Id any = c.next();                    // every layout; any.toString() is the text form
  *     Map<String, Object> f = c.decode(any);
  * }
@@ -271,7 +273,16 @@ public final class IdcarClient implements AutoCloseable {
         Description d = describe();
         if (d.width() != 8) {
             throw new IllegalStateException("layout " + d.layout() + " has " + d.width()
-                    + "-byte IDs, not longs: use next() / nextIds(n)");
+                    + "-byte IDs, not longs: use next() / nextIds(n)"
+                    + (d.layout().equals("uuid7") ? " or nextUuid() / uuids(n)" : ""));
+        }
+    }
+
+    private void requireUuid7() {
+        Description d = describe();
+        if (!d.layout().equals("uuid7")) {
+            throw new IllegalStateException("layout " + d.layout() + " IDs are not UUIDs (only uuid7's are): use "
+                    + (d.width() == 8 ? "nextId() / ids(n) or " : "") + "next() / nextIds(n)");
         }
     }
 
@@ -280,7 +291,7 @@ public final class IdcarClient implements AutoCloseable {
      * at or above 2^63 are negative).
      *
      * @return the ID's 64 bits
-     * @throws IllegalStateException when the server's layout is sno80 or muid128
+     * @throws IllegalStateException when the server's layout is sno80, muid128 or uuid7
      * @throws IdcarException when no ID could be had (see the subclasses)
      */
     public long nextId() {
@@ -302,7 +313,7 @@ public final class IdcarClient implements AutoCloseable {
      * @param n how many, at least 1
      * @return the IDs' 64 bits
      * @throws IllegalArgumentException when n is below 1
-     * @throws IllegalStateException when the server's layout is sno80 or muid128
+     * @throws IllegalStateException when the server's layout is sno80, muid128 or uuid7
      * @throws IdcarException when no ID could be had (see the subclasses)
      */
     public long[] ids(int n) {
@@ -328,6 +339,41 @@ public final class IdcarClient implements AutoCloseable {
             }
         }
         return out;
+    }
+
+    /**
+     * One uuid7 ID as a {@link UUID} (the same as {@code next().toUuid()}): its
+     * {@code toString()} is the ID's text form, its {@code version()} 7.
+     *
+     * @return the ID's 128 bits
+     * @throws IllegalStateException when the server's layout is not uuid7
+     * @throws IdcarException when no ID could be had (see the subclasses)
+     */
+    public UUID nextUuid() {
+        requireUuid7();
+        return next().toUuid();
+    }
+
+    /**
+     * {@code n} uuid7 IDs as {@link UUID}s, in order of issue. Asks above {@link #CHUNK} are
+     * split into several requests.
+     *
+     * @param n how many, at least 1
+     * @return the IDs, a read-only list
+     * @throws IllegalArgumentException when n is below 1
+     * @throws IllegalStateException when the server's layout is not uuid7
+     * @throws IdcarException when no ID could be had (see the subclasses)
+     */
+    public List<UUID> uuids(int n) {
+        if (n < 1) {
+            throw new IllegalArgumentException("n must be at least 1, got " + n);
+        }
+        requireUuid7();
+        List<UUID> out = new ArrayList<>(n);
+        for (Id id : nextIds(n)) {
+            out.add(id.toUuid());
+        }
+        return Collections.unmodifiableList(out);
     }
 
     /**

@@ -33,14 +33,19 @@ class ExamplesTests {
         return p;
     }
 
-    /** N lines, all distinct, each an ID that the client and {@code idcar decode} decode alike. */
-    private static void fetchAgrees(String layout, int count, Set<String> seen) throws Exception {
+    /**
+     * N lines, all distinct, each an ID that the client and {@code idcar decode} decode alike;
+     * {@code extra} flags are added to the first run.
+     */
+    private static void fetchAgrees(String layout, int count, Set<String> seen, String... extra) throws Exception {
         try (ServerProcess s = ServerProcess.start(layout)) {
             for (String prefetch : new String[] {"0", "50"}) {
                 List<String> args = new java.util.ArrayList<>(List.of("--socket", s.socket.toString(), "--count",
                         Integer.toString(count)));
                 if (!prefetch.equals("0")) {
                     args.addAll(List.of("--prefetch", prefetch));
+                } else {
+                    args.addAll(List.of(extra));
                 }
                 SourceLauncher.Result r = SourceLauncher.run(example("Fetch.java"), NO_ENV_SOCKET, LIMIT,
                         args.toArray(new String[0]));
@@ -53,6 +58,9 @@ class ExamplesTests {
                     Id id = Id.parse(layout, line);
                     assertEquals(line, id.toString(), "the default text form");
                     assertEquals(ServerProcess.cliDecode(layout, line), id.decode(), "idcar decode " + line);
+                    if (layout.equals("uuid7")) {
+                        assertEquals(line, id.toUuid().toString(), "a UUID's text");
+                    }
                 }
             }
         }
@@ -72,6 +80,53 @@ class ExamplesTests {
 
     @Test
     @Timeout(120)
+    void fetchPrintsUniqueIdsUuid7() throws Exception {
+        fetchAgrees("uuid7", 20, new HashSet<>(), "--retry-deadline", "0.5");
+    }
+
+    /**
+     * --retry-deadline reaches the client: against a server that answers every describe
+     * "unavailable", Fetch keeps trying for the deadline given (0.6 s: well short of the default
+     * 5) from its first connection, and with 0 gives up at once; each time one line naming the
+     * reason, exit 1.
+     */
+    @Test
+    @Timeout(120)
+    void fetchRetryDeadlineIsPassedToTheClient() throws Exception {
+        java.util.concurrent.ConcurrentLinkedQueue<Long> connects = new java.util.concurrent.ConcurrentLinkedQueue<>();
+        FakeServerTests.Handler unavailable = ch -> {
+            connects.add(System.nanoTime());
+            FakeServerTests.read(ch, 4);
+            FakeServerTests.write(ch, FakeServerTests.response(2, 0,
+                    "warming up".getBytes(java.nio.charset.StandardCharsets.UTF_8)));
+        };
+        try (FakeServerTests.Fake f = new FakeServerTests.Fake(unavailable)) {
+            String[][] cases = {{"0", "0"}, {"0.6", "600"}};
+            for (String[] c : cases) {
+                connects.clear();
+                SourceLauncher.Result r = SourceLauncher.run(example("Fetch.java"), NO_ENV_SOCKET, LIMIT,
+                        "--socket", f.socket.toString(), "--count", "1", "--retry-deadline", c[0]);
+                long end = System.nanoTime();
+                String what = "--retry-deadline " + c[0] + ": " + r;
+                assertEquals(1, r.code, what);
+                assertEquals("", r.out, what);
+                assertEquals(1, r.err.trim().lines().count(), what);
+                assertTrue(r.err.startsWith("error: ") && r.err.contains("warming up"), what);
+                assertTrue(!connects.isEmpty(), "it connected: " + what);
+                long ms = (end - connects.peek()) / 1_000_000;
+                if (c[0].equals("0")) {
+                    assertEquals(1, connects.size(), "no retry: " + what);
+                } else {
+                    assertTrue(connects.size() > 1, "retried: " + what);
+                    assertTrue(ms >= Long.parseLong(c[1]) - 100, "tried for " + ms + " ms: " + what);
+                    assertTrue(ms < 4_000, "gave up before the default 5 s: " + ms + " ms: " + what);
+                }
+            }
+        }
+    }
+
+    @Test
+    @Timeout(120)
     void fetchBadFlagsAreOneErrorLineAndExit1() throws Exception {
         Path dir = Files.createTempDirectory("idcar-java-fetch-");
         String missing = dir.resolve("missing.sock").toString();
@@ -81,6 +136,8 @@ class ExamplesTests {
                 {"--socket", missing, "--count", "0"},
                 {"--socket", missing, "--bogus", "1"},
                 {"--socket", missing, "--count"},
+                {"--socket", missing, "--count", "1", "--retry-deadline", "-1"},
+                {"--socket", missing, "--count", "1", "--retry-deadline", "soon"},
             };
             for (String[] args : cases) {
                 SourceLauncher.Result r = SourceLauncher.run(example("Fetch.java"), NO_ENV_SOCKET, LIMIT, args);

@@ -157,7 +157,7 @@ class ServerTests {
     }
 
     private static final String[][] LAYOUTS = {
-        {"lable64"}, {"ugd60"}, {"si53", "--mid-bits", "3"}, {"sno80"}, {"muid128"},
+        {"lable64"}, {"ugd60"}, {"si53", "--mid-bits", "3"}, {"sno80"}, {"muid128"}, {"uuid7"},
     };
 
     private static String[] extra(String[] spec) {
@@ -183,6 +183,14 @@ class ServerTests {
                 } else {
                     assertThrows(IllegalStateException.class, c::nextId);
                 }
+                if (layout.equals("uuid7")) {
+                    java.util.UUID u = c.nextUuid();
+                    ids.add(Id.ofUuid(u));
+                    assertEquals(7, u.version(), "UUID version");
+                    assertEquals(2, u.variant(), "UUID variant");
+                } else {
+                    assertThrows(IllegalStateException.class, c::nextUuid);
+                }
                 for (Id id : ids) {
                     assertEquals(layout, id.layout(), "ID layout");
                     assertEquals(d.width(), id.bytes().length, "ID width");
@@ -190,6 +198,12 @@ class ServerTests {
                     Map<String, Object> got = c.decode(id);
                     assertEquals(want, got, layout + " decode of " + id);
                     assertEquals(id, Id.parse(layout, id.toString()), "parse of " + id);
+                    if (layout.equals("uuid7")) {
+                        assertEquals(id.toString(), id.toUuid().toString(), "the UUID's text is the ID's");
+                        for (String form : Decoder.forms(layout)) { // the CLI reads every form alike
+                            assertEquals(want, ServerProcess.cliDecode(layout, id.format(form)), form + " of " + id);
+                        }
+                    }
                 }
             }
         }
@@ -204,7 +218,11 @@ class ServerTests {
                 Id.ofLong("ugd60", (1L << 60) - 1), Id.ofLong("ugd60", 0),
                 Id.of("sno80", new byte[] {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1}), Id.of("sno80", new byte[10]),
                 Id.of("muid128", new byte[] {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1}),
-                Id.of("muid128", new byte[16]));
+                Id.of("muid128", new byte[16]),
+                Id.parse("uuid7", "00000000-0000-7000-8000-0000000000de"), // idcar's, every field zero
+                Id.parse("uuid7", "e677d21f-dbff-77ff-bff7-9c405a5a5a50"), // the last millisecond that decodes
+                Id.parse("uuid7", "017f22e2-79b0-7cc3-98c4-dc0c0c07398f"), // another generator's
+                Id.parse("uuid7", "e677d21f-dbff-7fff-bfff-ffffffffff00")); // another generator's, at the last millisecond
         for (Id id : ids) {
             assertEquals(ServerProcess.cliDecode(id.layout(), id.toString()), id.decode(), "decode of " + id);
         }
