@@ -137,7 +137,6 @@ class ExamplesTests {
                 {"--socket", missing, "--bogus", "1"},
                 {"--socket", missing, "--count"},
                 {"--socket", missing, "--count", "1", "--retry-deadline", "-1"},
-                {"--socket", missing, "--count", "1", "--retry-deadline", "soon"},
             };
             for (String[] args : cases) {
                 SourceLauncher.Result r = SourceLauncher.run(example("Fetch.java"), NO_ENV_SOCKET, LIMIT, args);
