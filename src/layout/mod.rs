@@ -417,6 +417,34 @@ pub(crate) fn be_u64(bytes: &[u8]) -> Result<u64, LayoutError> {
     Ok(u64::from_be_bytes(arr))
 }
 
+/// A 16-byte binary ID as the big-endian integer it holds.
+pub(crate) fn be_u128(bytes: &[u8]) -> Result<u128, LayoutError> {
+    let arr: [u8; 16] = bytes.try_into().map_err(|_| LayoutError::WrongLength {
+        expected: "16 bytes".into(),
+        got: bytes.len(),
+    })?;
+    Ok(u128::from_be_bytes(arr))
+}
+
+/// Marks a byte that is not a digit of a base-32 alphabet (see [`b32_values`]).
+pub(crate) const NOT_B32: u8 = 0xff;
+
+/// The value of each byte in a base-32 `alphabet` (and, with `fold_case`, of its other-case
+/// letters), [`NOT_B32`] for every other byte: a lookup table for parsing.
+pub(crate) const fn b32_values(alphabet: &[u8; 32], fold_case: bool) -> [u8; 256] {
+    let mut t = [NOT_B32; 256];
+    let mut i = 0;
+    while i < 32 {
+        t[alphabet[i] as usize] = i as u8;
+        if fold_case {
+            t[alphabet[i].to_ascii_lowercase() as usize] = i as u8;
+            t[alphabet[i].to_ascii_uppercase() as usize] = i as u8;
+        }
+        i += 1;
+    }
+    t
+}
+
 /// RFC 3339 text for a Unix time in nanoseconds, with the given sub-second precision.
 pub(crate) fn rfc3339_millis(unix_ns: u64) -> String {
     let t = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(unix_ns);

@@ -191,13 +191,6 @@ fn parse_hex(text: &str) -> Result<u128, LayoutError> {
     super::fixed_hex(text, 2 * WIDTH)
 }
 
-fn value_of(id: &[u8]) -> Result<u128, LayoutError> {
-    let arr: [u8; WIDTH] = id.try_into().map_err(|_| LayoutError::WrongLength {
-        expected: "16 bytes".into(),
-        got: id.len(),
-    })?;
-    Ok(u128::from_be_bytes(arr))
-}
 
 /// The muid128 layout: a pool of medallions `medallion_base + slot`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -325,7 +318,7 @@ impl Layout for Muid128 {
     }
 
     fn format(&self, id: &[u8], form: TextForm, out: &mut String) -> Result<(), LayoutError> {
-        let v = value_of(id)?;
+        let v = super::be_u128(id)?;
         match form {
             TextForm::Muid => write_text(v, out),
             TextForm::Hex => write!(out, "{v:032x}").expect("writing to a String cannot fail"),
@@ -354,7 +347,7 @@ impl Layout for Muid128 {
     }
 
     fn decode(&self, id: &[u8]) -> Result<Map<String, Value>, LayoutError> {
-        let v = value_of(id)?;
+        let v = super::be_u128(id)?;
         let f = Fields::unpack(v);
         let time = std::time::UNIX_EPOCH + std::time::Duration::from_micros(f.timestamp);
         let mut m = Map::new();

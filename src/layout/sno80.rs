@@ -34,6 +34,7 @@
 //!   its own wrapping sequence, no tick-tock) has no counterpart.
 
 use super::{BuildError, Layout, LayoutError, Param, RequestOptions, Run, Scheme, TextForm};
+use super::NOT_B32;
 use serde_json::{Map, Value};
 
 /// 2010-01-01T00:00:00Z in Unix seconds: the reference's epoch.
@@ -51,18 +52,8 @@ pub const WIDTH: usize = 10;
 
 const ALPHABET: &[u8; 32] = b"23456789abcdefghijklmnopqrstuvwx";
 const HEX: &[u8; 16] = b"0123456789abcdef";
-/// Marks a byte that is not in [`ALPHABET`].
-const NOT_B32: u8 = 0xff;
-/// The value of each ASCII byte in [`ALPHABET`], [`NOT_B32`] for every other byte.
-const B32_VALUE: [u8; 256] = {
-    let mut t = [NOT_B32; 256];
-    let mut i = 0;
-    while i < 32 {
-        t[ALPHABET[i] as usize] = i as u8;
-        i += 1;
-    }
-    t
-};
+/// The value of each ASCII byte in [`ALPHABET`] (lower case only), `NOT_B32` for the rest.
+const B32_VALUE: [u8; 256] = super::b32_values(ALPHABET, false);
 
 /// The fields of one sno80 ID.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -159,13 +159,6 @@ pub fn checks(v: u128) -> bool {
     lo & 0xff == u64::from(check_byte(hi, lo))
 }
 
-fn value_of(id: &[u8]) -> Result<u128, LayoutError> {
-    let arr: [u8; WIDTH] = id.try_into().map_err(|_| LayoutError::WrongLength {
-        expected: "16 bytes".into(),
-        got: id.len(),
-    })?;
-    Ok(u128::from_be_bytes(arr))
-}
 
 /// Refuses a value that is not a version-7 UUID with the RFC's variant, saying which it is.
 fn require_v7(v: u128) -> Result<u128, LayoutError> {
@@ -305,7 +298,7 @@ impl Layout for Uuid7 {
 
     fn format(&self, id: &[u8], form: TextForm, out: &mut String) -> Result<(), LayoutError> {
         use std::fmt::Write;
-        let v = value_of(id)?;
+        let v = super::be_u128(id)?;
         match form {
             TextForm::Uuid => write_canonical(v, out),
             TextForm::Hex => write!(out, "{v:032x}").expect("writing to a String cannot fail"),
@@ -339,7 +332,7 @@ impl Layout for Uuid7 {
     }
 
     fn decode(&self, id: &[u8]) -> Result<Map<String, Value>, LayoutError> {
-        let v = require_v7(value_of(id)?)?;
+        let v = require_v7(super::be_u128(id)?)?;
         let ms = (v >> 80) as u64;
         if ms > LAST_DECODED_MS {
             return Err(LayoutError::OutOfRange {

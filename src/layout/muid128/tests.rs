@@ -106,7 +106,7 @@ fn known_answers_both_directions() {
             f
         } else {
             let input = v["parse_input"].as_str().unwrap();
-            let f = Fields::unpack(value_of(&l.parse(input, None).unwrap()).unwrap());
+            let f = Fields::unpack(super::super::be_u128(&l.parse(input, None).unwrap()).unwrap());
             assert_eq!(f.timestamp, unsigned(&v["timestamp"], MAX_TIMESTAMP));
             assert_eq!(f.medallion, unsigned(&v["medallion"], MAX_MEDALLION));
             assert_eq!(i64::from(f.offset), v["offset"].as_i64().unwrap());
@@ -115,7 +115,7 @@ fn known_answers_both_directions() {
         };
         // Text and packed hex parse back to the fields, and format to the vector's text.
         let bytes = l.parse(want_text, None).unwrap();
-        assert_eq!(Fields::unpack(value_of(&bytes).unwrap()), f, "{line}");
+        assert_eq!(Fields::unpack(super::super::be_u128(&bytes).unwrap()), f, "{line}");
         assert_eq!(l.parse(want_hex, None).unwrap(), bytes, "{line}");
         let mut s = String::new();
         l.format(&bytes, TextForm::Muid, &mut s).unwrap();
@@ -321,7 +321,7 @@ fn plain_run_is_offset_zero() {
     );
     assert_eq!(out.len(), 16);
     assert_eq!(
-        Fields::unpack(value_of(&out).unwrap()),
+        Fields::unpack(super::super::be_u128(&out).unwrap()),
         Fields {
             timestamp: 1_642_579_230_975_519,
             medallion: MEDALLION_BASE + 7,
@@ -357,7 +357,7 @@ proptest! {
     fn packed_round_trip(f in fields()) {
         let v = f.pack().unwrap();
         prop_assert_eq!(Fields::unpack(v), f);
-        prop_assert_eq!(Fields::unpack(value_of(&v.to_be_bytes()).unwrap()), f);
+        prop_assert_eq!(Fields::unpack(super::super::be_u128(&v.to_be_bytes()).unwrap()), f);
         prop_assert_eq!(Fields::new(f.timestamp as i64, f.medallion as i64, f.offset.into()).unwrap(), f);
     }
 
@@ -386,7 +386,7 @@ proptest! {
         l.pack_run(&run(tick, slot), &TXN, count, &mut out);
         prop_assert_eq!(out.len(), count as usize * WIDTH);
         for (i, chunk) in out.chunks(WIDTH).enumerate() {
-            let f = Fields::unpack(value_of(chunk).unwrap());
+            let f = Fields::unpack(super::super::be_u128(chunk).unwrap());
             prop_assert_eq!(f, Fields { timestamp: tick, medallion: MEDALLION_BASE + u64::from(slot), offset: i as i32 + 1 });
         }
     }

@@ -1,21 +1,11 @@
 //! uuid7's text forms: the RFC's canonical `8-4-4-4-12` hex and ULID-style Crockford base32.
 
+use super::super::NOT_B32;
 use super::LayoutError;
 
 const CROCKFORD: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
-/// Marks a byte that is not a Crockford digit.
-const NOT_B32: u8 = 0xff;
-/// The value of each ASCII byte in [`CROCKFORD`] (either case), [`NOT_B32`] for the rest.
-const B32_VALUE: [u8; 256] = {
-    let mut t = [NOT_B32; 256];
-    let mut i = 0;
-    while i < 32 {
-        t[CROCKFORD[i] as usize] = i as u8;
-        t[CROCKFORD[i].to_ascii_lowercase() as usize] = i as u8;
-        i += 1;
-    }
-    t
-};
+/// The value of each ASCII byte in [`CROCKFORD`] (either case), `NOT_B32` for the rest.
+const B32_VALUE: [u8; 256] = super::super::b32_values(CROCKFORD, true);
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
 /// The RFC's text of a UUID, lower case.
