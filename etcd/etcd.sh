@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Runs etcd on loopback for trying idcar, from Debian's etcd-server package (or ETCD=path).
+# Runs etcd on loopback for trying idcar: the newest supported release from the store cache
+# (etcd/ensure-etcd.sh builds it), ETCD_VERSION=older the older one, or ETCD=path another etcd
+# (with the etcdctl beside it, or on PATH).
 #
 #   etcd/etcd.sh start [single|cluster] [DIR]   start (default: one member in .etcd/)
 #   etcd/etcd.sh stop [DIR]                     stop every member started in DIR
@@ -9,12 +11,20 @@
 # cluster: three members, client ports 2379-2381 (ETCD_PORT is the first), peer ports +1000.
 # Connect idcar with --etcd 127.0.0.1:2379,127.0.0.1:2380,127.0.0.1:2381.
 set -euo pipefail
-etcd=${ETCD:-etcd}
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=etcd/lib.sh
+. "$here/lib.sh"
 cmd=${1:-}
-export ETCDCTL_API=3
-health() { etcdctl --endpoints="127.0.0.1:$1" --dial-timeout=1s --command-timeout=1s endpoint health 2>&1; }
+# Sets etcd and etcdctl to the binaries to run, or fails saying how to build them.
+find_etcd() {
+  etcd=${ETCD:-$(etcd_bin etcd "${ETCD_VERSION:-newest}")} || exit 1
+  etcdctl=$(dirname "$etcd")/etcdctl
+  [ -x "$etcdctl" ] || etcdctl=etcdctl
+}
+health() { "$etcdctl" --endpoints="127.0.0.1:$1" --dial-timeout=1s --command-timeout=1s endpoint health 2>&1; }
 case "$cmd" in
   start)
+    find_etcd
     mode=${2:-single}
     dir=$(mkdir -p "${3:-.etcd}" && cd "${3:-.etcd}" && pwd)
     port=${ETCD_PORT:-2379}
@@ -40,7 +50,7 @@ case "$cmd" in
     done
     eps=""
     for i in $(seq 0 $((n - 1))); do eps+="${eps:+,}127.0.0.1:$((port + i))"; done
-    echo "etcd ($n member(s)) on $eps (data in $dir)"
+    echo "etcd $("$etcd" --version | sed -n 's/^etcd Version: //p') ($n member(s)) on $eps (data in $dir)"
     ;;
   stop)
     dir=${2:-.etcd}
@@ -52,6 +62,7 @@ case "$cmd" in
     echo "stopped etcd members in $dir"
     ;;
   status)
+    find_etcd
     dir=${2:-.etcd}
     for l in "$dir"/*/etcd.log; do
       [ -f "$l" ] || continue
@@ -59,5 +70,5 @@ case "$cmd" in
       [ -n "$c" ] && health "$c" || true
     done
     ;;
-  *) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -11,28 +11,36 @@
 //!   --etcd 127.0.0.1:2379,127.0.0.1:2380,127.0.0.1:2381 --instances 300
 //! ```
 //!
+//! and the same with `--full` for pools that are full with no one waiting.
+//!
 //! Phases, each at idcar's default flags (each instance with its own session or etcd lease,
 //! socket and admin port, under a fresh root so runs do not interfere):
 //!
-//! 1. cold start: N instances over `--clusters` pools of 64 (no pool full: no one waits) —
-//!    time until all serve;
+//! 1. cold start: N instances over `--clusters` pools — of 64 (room to spare: the holders'
+//!    marks reach the idle horizon), or with `--full` each of exactly the instances in it
+//!    (every slot held and no one waiting: the marks reach twice the short horizon) — time
+//!    until all serve;
 //! 2. steady state over `--steady`: store writes per holder (counted by the store: ZooKeeper's
-//!    zxid, etcd's revision), the store servers' CPU, idcar's RSS per process;
+//!    zxid, etcd's revision; and idcar's own count of mark writes beside it), how far the
+//!    holders' marks reach (their logs say), the store servers' CPU, idcar's RSS per process;
 //! 3. rolling restart, `--surge` at a time (each replacement starts, the batch's old instances
-//!    get SIGTERM together): its
-//!    duration, each replacement's start-to-serving and claim latency (its
-//!    `idcar_lease_claim_seconds`), store writes during it;
-//! 4. successor waits after kill -9 in a full pool of 4 (its own cluster): with a contender
-//!    already waiting (the holders' marks are then short), and with none (the contender starts
-//!    just after the kill: the holder's mark is the idle horizon ahead — the worst case).
+//!    get SIGTERM together): its duration, each replacement's start-to-serving and claim
+//!    latency (its `idcar_lease_claim_duration_seconds`), store writes during it (with
+//!    `--full`, each replacement waits in its pool's queue for a predecessor's slot);
+//! 4. successor waits after kill -9 of a holder of a full pool of 4 (its own cluster): with a
+//!    contender already waiting (the holders' marks are then at the short horizon), and with
+//!    none until just after the kill, the holder killed right after it wrote its mark (twice
+//!    the short horizon ahead: the worst case).
 
+#[path = "common/fleet.rs"]
+mod fleet;
 #[path = "common/store_counters.rs"]
 mod store_counters;
 
 use clap::Parser;
-use std::io::{Read, Write};
+use fleet::{kill9, logged_reach, mark_writes, metric, pct, ready, sigterm, stop, wait_all};
+use fleet::{Fleet, Instance};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use store_counters::{cpu_seconds, rss_kib, Counter};
 
@@ -53,172 +61,49 @@ struct Args {
     /// idcar processes.
     #[arg(long, default_value_t = 300)]
     instances: usize,
-    /// Pools (clusters) they are spread over; at most 63 per pool keeps every pool below full.
+    /// Pools (clusters 0 to 14) they are spread over; at most 63 per pool keeps every pool of
+    /// 64 below full.
     #[arg(long, default_value_t = 5)]
     clusters: u8,
+    /// Every pool sized to exactly the instances in it (`--pool-size`): every slot held and no
+    /// one waiting. Without it, pools of 64 with room to spare.
+    #[arg(long)]
+    full: bool,
     /// Replaced at a time in the rolling restart.
     #[arg(long, default_value_t = 25)]
     surge: usize,
     /// How long the steady state is measured (longer than the renewal period of idle marks).
     #[arg(long, default_value = "90s", value_parser = humantime::parse_duration)]
     steady: Duration,
+    /// Keep the instances' logs (and sockets) in this directory, named by admin port.
+    #[arg(long)]
+    logs: Option<PathBuf>,
     /// Extra flags for every instance (e.g. "--idle-horizon 5s" to compare).
     #[arg(long, allow_hyphen_values = true, num_args = 0..)]
     extra: Vec<String>,
 }
 
-/// One running instance.
-struct Instance {
-    child: Child,
-    admin: u16,
-    started: Instant,
-    log: PathBuf,
+/// The cluster of phase 4's pool of 4, apart from the fleet's.
+const KILL_POOL: u8 = 15;
+
+/// Store writes and store CPU over `d`.
+fn measure(
+    rt: &tokio::runtime::Runtime,
+    counter: &Counter,
+    pids: &[u32],
+    d: Duration,
+) -> anyhow::Result<(u64, f64)> {
+    let (w0, c0) = (rt.block_on(counter.writes())?, cpu_seconds(pids));
+    std::thread::sleep(d);
+    let (w1, c1) = (rt.block_on(counter.writes())?, cpu_seconds(pids));
+    Ok((written(w0, w1)?, c1 - c0))
 }
 
-/// An instance still running when the benchmark ends (or fails) is killed with it.
-impl Drop for Instance {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-struct Fleet<'a> {
-    args: &'a Args,
-    root: String,
-    dir: tempfile::TempDir,
-}
-
-impl Fleet<'_> {
-    fn spawn(&mut self, cluster: u8, extra: &[&str]) -> anyhow::Result<Instance> {
-        let a = self.args;
-        let admin = free_port()?;
-        let socket = self.dir.path().join(format!("{admin}.sock"));
-        let (flag, target, root_flag) = match &a.etcd {
-            Some(e) => ("--etcd", e.as_str(), "--etcd-prefix"),
-            None => ("--zk", a.zk.as_str(), "--zk-root"),
-        };
-        let log_path = self.dir.path().join(format!("{admin}.log"));
-        let log = std::fs::File::create(&log_path)?;
-        let child = Command::new(&a.idcar)
-            .args(["serve", flag, target, root_flag, &self.root])
-            .args(["--cluster-id", &cluster.to_string()])
-            .args(["--socket", &socket.to_string_lossy()])
-            .args(["--admin-addr", &format!("127.0.0.1:{admin}")])
-            .args(extra)
-            .args(&a.extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()?;
-        Ok(Instance {
-            child,
-            admin,
-            started: Instant::now(),
-            log: log_path,
-        })
-    }
-}
-
-/// A loopback port free now: the kernel's pick (fixed ports collide with the ephemeral ports
-/// of the fleet's own connections to the store).
-fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}
-
-/// An admin GET: status and body (`None` when nothing answers).
-fn get(port: u16, path: &str) -> Option<(u16, String)> {
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).ok()?;
-    let status = out.split_whitespace().nth(1)?.parse().ok()?;
-    let body = out
-        .split_once("\r\n\r\n")
-        .map_or("", |(_, b)| b)
-        .to_string();
-    Some((status, body))
-}
-
-fn ready(i: &Instance) -> bool {
-    matches!(get(i.admin, "/readyz"), Some((200, _)))
-}
-
-/// Waits until every instance of `set` serves: each one's start-to-serving time.
-fn wait_all(set: &[&Instance], limit: Duration) -> anyhow::Result<Vec<Duration>> {
-    let deadline = Instant::now() + limit;
-    let mut took: Vec<Option<Duration>> = vec![None; set.len()];
-    while took.iter().any(Option::is_none) {
-        if Instant::now() >= deadline {
-            let late: Vec<String> = set
-                .iter()
-                .zip(&took)
-                .filter(|(_, t)| t.is_none())
-                .map(|(i, _)| {
-                    let log = std::fs::read_to_string(&i.log).unwrap_or_default();
-                    let tail: Vec<&str> = log.lines().rev().take(20).collect();
-                    let tail: Vec<&str> = tail.into_iter().rev().collect();
-                    format!("instance on admin port {}:\n{}", i.admin, tail.join("\n"))
-                })
-                .collect();
-            anyhow::bail!(
-                "{} of {} not serving after {limit:?}\n{}",
-                late.len(),
-                set.len(),
-                late.join("\n")
-            );
-        }
-        for (i, inst) in set.iter().enumerate() {
-            if took[i].is_none() && ready(inst) {
-                took[i] = Some(inst.started.elapsed());
-            }
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    Ok(took.into_iter().flatten().collect())
-}
-
-/// A metric's value from an instance's /metrics (the first sample named `name`).
-fn metric(i: &Instance, name: &str) -> Option<f64> {
-    let (_, body) = get(i.admin, "/metrics")?;
-    body.lines()
-        .find(|l| l.starts_with(name) && l[name.len()..].starts_with([' ', '{']))?
-        .rsplit(' ')
-        .next()?
-        .parse()
-        .ok()
-}
-
-fn sigterm(i: &Instance) {
-    let _ = nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(i.child.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    );
-}
-
-fn stop(mut i: Instance) {
-    sigterm(&i);
-    let _ = i.child.wait();
-}
-
-fn kill9(mut i: Instance) {
-    let _ = i.child.kill();
-    let _ = i.child.wait();
-}
-
-fn pct(v: &mut [Duration], p: f64) -> Duration {
-    v.sort();
-    match v.len() {
-        0 => Duration::ZERO,
-        n => v[((n - 1) as f64 * p).round() as usize],
-    }
+/// Writes between two counts: an error if the count went back (ZooKeeper counts within a
+/// leader's epoch: an election in between spoils the measurement).
+fn written(w0: u64, w1: u64) -> anyhow::Result<u64> {
+    w1.checked_sub(w0)
+        .ok_or_else(|| anyhow::anyhow!("the store's count went back (a new leader?): run again"))
 }
 
 fn store_pids(args: &Args) -> Vec<u32> {
@@ -234,22 +119,15 @@ fn store_pids(args: &Args) -> Vec<u32> {
     pids
 }
 
-/// Store writes and store CPU over `d`.
-fn measure(
-    rt: &tokio::runtime::Runtime,
-    counter: &Counter,
-    pids: &[u32],
-    d: Duration,
-) -> anyhow::Result<(u64, f64)> {
-    let (w0, c0) = (rt.block_on(counter.writes())?, cpu_seconds(pids));
-    std::thread::sleep(d);
-    let (w1, c1) = (rt.block_on(counter.writes())?, cpu_seconds(pids));
-    Ok((w1 - w0, c1 - c0))
+/// Idcar's own count of mark writes, summed over `all`.
+fn all_mark_writes(all: &[Instance]) -> f64 {
+    all.iter().filter_map(mark_writes).sum()
 }
 
 /// What every phase shares.
 struct Bench<'a> {
-    fleet: Fleet<'a>,
+    args: &'a Args,
+    fleet: Fleet,
     rt: tokio::runtime::Runtime,
     counter: Counter,
     pids: Vec<u32>,
@@ -257,32 +135,50 @@ struct Bench<'a> {
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    anyhow::ensure!(
+        (1..KILL_POOL).contains(&args.clusters),
+        "--clusters: 1 to {}",
+        KILL_POOL - 1
+    );
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     let counter = rt.block_on(Counter::new(&args.zk, args.etcd.as_deref()))?;
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)?
-        .as_millis();
+    let fleet = Fleet::new(
+        args.idcar.clone(),
+        &args.zk,
+        args.etcd.as_deref(),
+        &args.extra,
+        args.logs.clone(),
+    )?;
     let mut b = Bench {
-        fleet: Fleet {
-            args: &args,
-            root: format!("/idcar-fleet/{stamp}"),
-            dir: tempfile::tempdir()?,
-        },
+        args: &args,
+        fleet,
         rt,
         counter,
         pids: store_pids(&args),
     };
+    anyhow::ensure!(
+        !args.full || (0..args.clusters).all(|c| (1..=64).contains(&b.pool_size(c))),
+        "--full: 1 to 64 instances per pool"
+    );
     let store = if args.etcd.is_some() {
         "etcd"
     } else {
         "ZooKeeper"
     };
+    let pools = if args.full {
+        let sizes: Vec<String> = (0..args.clusters)
+            .map(|c| b.pool_size(c).to_string())
+            .collect();
+        format!("full pools of {} (no one waiting)", sizes.join("/"))
+    } else {
+        "pools of 64 (room to spare)".to_string()
+    };
     let t = Instant::now();
     let mut all = b.cold_start()?;
     println!(
-        "{store}: {} idcar processes over {} pools: all serving after {:.1?}",
+        "{store}: {} idcar processes over {} {pools}: all serving after {:.1?}",
         args.instances,
         args.clusters,
         t.elapsed()
@@ -300,45 +196,71 @@ fn main() -> anyhow::Result<()> {
 
 impl Bench<'_> {
     fn cluster(&self, i: usize) -> u8 {
-        (i % usize::from(self.fleet.args.clusters.max(1))) as u8
+        (i % usize::from(self.args.clusters)) as u8
+    }
+
+    /// How many of the fleet's instances pool `c` has.
+    fn pool_size(&self, c: u8) -> usize {
+        (0..self.args.instances)
+            .filter(|&i| self.cluster(i) == c)
+            .count()
+    }
+
+    /// Starts the fleet's `i`th instance (or its replacement).
+    fn spawn(&mut self, i: usize) -> anyhow::Result<Instance> {
+        let c = self.cluster(i);
+        let flags = if self.args.full {
+            vec!["--pool-size".to_string(), self.pool_size(c).to_string()]
+        } else {
+            Vec::new()
+        };
+        self.fleet.spawn(c, &flags)
     }
 
     /// Phase 1: every instance started at once, until all serve.
     fn cold_start(&mut self) -> anyhow::Result<Vec<Instance>> {
-        let n = self.fleet.args.instances;
-        let mut all = Vec::with_capacity(n);
-        for i in 0..n {
-            let c = self.cluster(i);
-            all.push(self.fleet.spawn(c, &[])?);
-        }
+        let n = self.args.instances;
+        let all = (0..n)
+            .map(|i| self.spawn(i))
+            .collect::<anyhow::Result<Vec<_>>>()?;
         wait_all(&all.iter().collect::<Vec<_>>(), Duration::from_secs(300))?;
         Ok(all)
     }
 
-    /// Phase 2: store writes per holder, store CPU and idcar's RSS at steady state.
+    /// Phase 2: store writes per holder, how far the marks reach, store CPU and idcar's RSS at
+    /// steady state.
     fn steady(&mut self, all: &[Instance]) -> anyhow::Result<()> {
-        let args = self.fleet.args;
+        let args = self.args;
         let n = all.len();
-        // The claims' first marks are written; no idle renewal is due for a while.
+        // The claims' first marks are written (and, in full pools, written down to the full
+        // reach once the last slot is taken).
         std::thread::sleep(Duration::from_secs(3));
+        let own0 = all_mark_writes(all);
         let (writes, cpu) = measure(&self.rt, &self.counter, &self.pids, args.steady)?;
+        let own = all_mark_writes(all) - own0;
         let secs = args.steady.as_secs_f64();
+        let reach =
+            ["idle", "full", "short"].map(|r| all.iter().filter(|i| logged_reach(i, r)).count());
         let mut rss: Vec<u64> = all.iter().filter_map(|i| rss_kib(i.child.id())).collect();
         rss.sort_unstable();
-        let pings = match args.etcd {
-            Some(_) => format!(
-                "{:.0} etcd keep-alives/s (one per lease per 2 s at --etcd-ttl 6s)",
-                n as f64 / 2.0
-            ),
-            None => format!(
-                "{:.0} ZooKeeper pings/s (one per session per 2 s at --zk-session-timeout 6s)",
-                n as f64 / 2.0
-            ),
-        };
+        let per = writes as f64 / secs / n as f64;
         println!(
-            "  steady state over {secs:.0} s: {writes} store writes = {:.4} writes/s per holder (counted by the store); {pings}, not writes",
-            writes as f64 / secs / n as f64
+            "  steady state over {secs:.0} s: {writes} store writes = {per:.4} writes/s per holder \
+             (one per {:.1} s; counted by the store); idcar's own count: {:.4} mark writes/s per holder",
+            1.0 / per,
+            own / secs / n as f64
         );
+        println!(
+            "  marks, as the holders' logs say (since their start): {} reached the idle horizon, {} the full reach, {} the short horizon",
+            reach[0], reach[1], reach[2]
+        );
+        self.pools(all);
+        let what = if args.etcd.is_some() {
+            "etcd keep-alives/s (one per lease per 2 s at --etcd-ttl 6s)"
+        } else {
+            "ZooKeeper pings/s (one per session per 2 s at --zk-session-timeout 6s)"
+        };
+        println!("  {:.0} {what}, not writes", n as f64 / 2.0);
         if !self.pids.is_empty() {
             println!(
                 "  store CPU: {:.1}% of one core for the {} servers together",
@@ -354,9 +276,39 @@ impl Bench<'_> {
         Ok(())
     }
 
+    /// Per pool: the slots held as its instances' gauges say (min-max) and how many of their
+    /// logs say their marks reached the full reach.
+    fn pools(&self, all: &[Instance]) {
+        let per: Vec<String> = (0..self.args.clusters)
+            .map(|c| {
+                let pool: Vec<&Instance> = (0..all.len())
+                    .filter(|&i| self.cluster(i) == c)
+                    .map(|i| &all[i])
+                    .collect();
+                let held: Vec<i64> = pool
+                    .iter()
+                    .filter_map(|i| metric(i, "idcar_pool_slots_held", ""))
+                    .map(|h| h as i64)
+                    .collect();
+                let full = pool.iter().filter(|i| logged_reach(i, "full")).count();
+                let (lo, hi) = (held.iter().min(), held.iter().max());
+                format!(
+                    "{c}: {}-{} held, {full} of {} full",
+                    lo.unwrap_or(&-1),
+                    hi.unwrap_or(&-1),
+                    pool.len()
+                )
+            })
+            .collect();
+        println!(
+            "  per pool (slots held as its instances' gauges say; marks logged at the full reach): {}",
+            per.join("; ")
+        );
+    }
+
     /// Phase 3: every instance replaced, `--surge` at a time (SIGTERM, then its replacement).
     fn rolling(&mut self, all: &mut [Instance]) -> anyhow::Result<()> {
-        let (n, surge) = (all.len(), self.fleet.args.surge.max(1));
+        let (n, surge) = (all.len(), self.args.surge.max(1));
         let t = Instant::now();
         let (w0, c0) = (
             self.rt.block_on(self.counter.writes())?,
@@ -368,8 +320,7 @@ impl Bench<'_> {
             // The batch is told to stop at once, as a rollout terminates `surge` pods together.
             let mut old = Vec::with_capacity(surge);
             for (i, slot) in all.iter_mut().enumerate().take(end).skip(start) {
-                let c = self.cluster(i);
-                let fresh = self.fleet.spawn(c, &[])?;
+                let fresh = self.spawn(i)?;
                 let gone = std::mem::replace(slot, fresh);
                 sigterm(&gone);
                 old.push(gone);
@@ -380,7 +331,7 @@ impl Bench<'_> {
             let batch: Vec<&Instance> = all[start..end].iter().collect();
             serving.extend(wait_all(&batch, Duration::from_secs(120))?);
             for i in &batch {
-                if let Some(c) = metric(i, "idcar_lease_claim_duration_seconds_sum") {
+                if let Some(c) = metric(i, "idcar_lease_claim_duration_seconds_sum", "") {
                     claims.push(Duration::from_secs_f64(c));
                 }
             }
@@ -390,6 +341,7 @@ impl Bench<'_> {
             self.rt.block_on(self.counter.writes())?,
             cpu_seconds(&self.pids),
         );
+        let writes = written(w0, w1)?;
         let cpu = if self.pids.is_empty() {
             String::new()
         } else {
@@ -405,44 +357,44 @@ impl Bench<'_> {
             pct(&mut claims, 0.5),
             pct(&mut claims, 0.99),
             claims.iter().max().copied().unwrap_or_default(),
-            w1 - w0,
-            (w1 - w0) as f64 / n as f64,
+            writes,
+            writes as f64 / n as f64,
         );
         Ok(())
     }
 
-    /// Phase 4: a holder of a full pool of 4 (cluster 15) killed with -9, with a contender
-    /// already waiting (`waiting`) or one started just after the kill: how long until the
-    /// contender serves.
+    /// Phase 4: a holder of a full pool of 4 killed with -9, with a contender already waiting
+    /// (`waiting`) or one started just after the kill: how long until the contender serves.
     fn successor(&mut self, waiting: bool) -> anyhow::Result<()> {
         let pool = ["--pool-size", "4"];
         let mut holders: Vec<Instance> = (0..4)
-            .map(|_| self.fleet.spawn(15, &pool))
+            .map(|_| self.fleet.spawn(KILL_POOL, &pool))
             .collect::<anyhow::Result<_>>()?;
         wait_all(&holders.iter().collect::<Vec<_>>(), Duration::from_secs(60))?;
-        // The holders' first marks written (the idle horizon ahead).
+        // The holders' first marks written, then written down to the full reach.
         std::thread::sleep(Duration::from_secs(2));
-        let waiter = if waiting {
-            let w = self.fleet.spawn(15, &pool)?;
+        let (waiter, after) = if waiting {
+            let w = self.fleet.spawn(KILL_POOL, &pool)?;
             // Queued, and the holders told (within a second).
             std::thread::sleep(Duration::from_secs(3));
             anyhow::ensure!(!ready(&w), "the fifth instance of a pool of 4 serves");
-            Some(w)
+            (Some(w), None)
         } else {
-            None
+            (None, Some(just_written(&holders[0])?))
         };
         let killed = Instant::now();
         kill9(holders.remove(0));
         let mut w = match waiter {
             Some(w) => w,
-            None => self.fleet.spawn(15, &pool)?,
+            None => self.fleet.spawn(KILL_POOL, &pool)?,
         };
         w.started = killed;
         let took = wait_all(&[&w], Duration::from_secs(180))?[0];
-        let how = if waiting {
-            "a contender already waiting"
-        } else {
-            "no one waiting until just after (worst case)"
+        let how = match after {
+            None => "a contender already waiting".to_string(),
+            Some(d) => format!(
+                "no one waiting until just after (the holder killed within {d:.0?} of writing its mark at the full reach: the worst case)"
+            ),
         };
         println!("  successor after kill -9 of a holder, {how}: serving {took:.1?} after the kill");
         stop(w);
@@ -452,5 +404,30 @@ impl Bench<'_> {
         // The next round's pool starts clean.
         self.fleet.root.push_str("-x");
         Ok(())
+    }
+}
+
+/// Waits until holder `h` of a full pool has written its mark at the full reach and then writes
+/// it once more (so it reaches twice the short horizon past now, as far as it ever does): at
+/// most how long ago that write went through (since the poll before the one that saw it).
+fn just_written(h: &Instance) -> anyhow::Result<Duration> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !logged_reach(h, "full") {
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "the mark never reached the full reach"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let before = mark_writes(h).ok_or_else(|| anyhow::anyhow!("no mark writes metric"))?;
+    let mut prev = Instant::now();
+    loop {
+        let poll = Instant::now();
+        if mark_writes(h).is_some_and(|w| w > before) {
+            return Ok(prev.elapsed());
+        }
+        anyhow::ensure!(Instant::now() < deadline, "no mark write within 20 s");
+        prev = poll;
+        std::thread::sleep(Duration::from_millis(5));
     }
 }

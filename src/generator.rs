@@ -183,6 +183,12 @@ impl Generator {
         self.highest
     }
 
+    /// The slot the sequence state belongs to, with the highest tick issued for it (`None`:
+    /// none yet).
+    pub fn slot_issued(&self) -> Option<(u32, Option<u64>)> {
+        Some((self.slot?, self.highest))
+    }
+
     /// How often the clock was seen stepping back, in total.
     pub fn regressions(&self) -> u64 {
         self.regressions

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs beyond the Rust toolchain, when missing, and says what it
 # found. Debian packages through apt-get (as root, or with sudo); Python tools into a virtual
-# environment under target/test-tools (nothing installed into the system Python).
+# environment under target/test-tools (nothing installed into the system Python); the stores'
+# supported releases into the store cache, ${IDCAR_CACHE:-$HOME/.cache/idcar}/stores/, each
+# made once (docs/compatibility.md#the-stores).
 #
-#   ZooKeeper (and Java)   zk/ensure-zookeeper.sh         the lease's tests run real servers
-#   etcd, etcdctl          etcd-server, etcd-client       the etcd store's tests run real members
+#   ZooKeeper 3.9, 3.8     zk/ensure-zookeeper.sh: jars   the lease's tests run real servers
+#                          from Maven Central (mvn, Java)
+#   etcd 3.6, 3.5          etcd/ensure-etcd.sh: built     the etcd store's tests run real members
+#                          from Go modules (Go 1.26+)
 #   promtool               Debian package prometheus      alert rules: check and unit tests; metrics lint
 #   yamllint               Debian package yamllint        deploy/ and docker-compose.yml
 #   setpriv                Debian package util-linux      the socket-permission test (other uids)
@@ -21,8 +25,6 @@
 #                          libprotobuf-dev                compared (crates/etcd-api/tests)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-
-bash zk/ensure-zookeeper.sh
 
 apt_install() {
   local sudo=""
@@ -42,8 +44,6 @@ apt_install() {
 }
 
 missing=()
-command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
-command -v etcdctl >/dev/null 2>&1 || missing+=(etcd-client)
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 command -v yamllint >/dev/null 2>&1 || missing+=(yamllint)
 command -v setpriv >/dev/null 2>&1 || missing+=(util-linux)
@@ -54,6 +54,7 @@ PATH="$PATH:/usr/sbin:/sbin" command -v ip >/dev/null 2>&1 || missing+=(iproute2
 PATH="$PATH:/usr/sbin:/sbin" command -v nft >/dev/null 2>&1 || missing+=(nftables)
 command -v protoc >/dev/null 2>&1 || missing+=(protobuf-compiler)
 [ -f /usr/include/google/protobuf/descriptor.proto ] || missing+=(libprotobuf-dev)
+# A Go already on PATH is used as it is (etcd's modules need 1.26 or later).
 command -v go >/dev/null 2>&1 || missing+=(golang-go)
 command -v gcc >/dev/null 2>&1 || missing+=(gcc)
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
@@ -70,7 +71,8 @@ python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
 if [ ${#missing[@]} -gt 0 ]; then
   apt_install "${missing[@]}"
 fi
-echo "etcd: $(etcd --version 2>&1 | head -1)"
+bash zk/ensure-zookeeper.sh
+bash etcd/ensure-etcd.sh
 echo "promtool: $(promtool --version 2>&1 | head -1)"
 echo "yamllint: $(yamllint --version)"
 echo "go: $(go version)"

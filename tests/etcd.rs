@@ -1,7 +1,8 @@
-//! What is specific to the etcd store, against real etcd (Debian's `etcd-server` 3.4, one
+//! What is specific to the etcd store, against real etcd (the newest supported release, one
 //! member or a cluster of three started by the harness on loopback ports): the TTL etcd
 //! grants, an outage and its return (the lease kept through it, a new one after a cut past
-//! its TTL), large pools probed, and the flags. What every store must survive is in `store_faults.rs`; TLS
+//! its TTL), large pools probed, what idle holders cost etcd across a compaction, and the
+//! flags. What every store must survive is in `store_faults.rs`; TLS
 //! and authentication in `etcd_security.rs`; the protocol's own checks against every store in
 //! `lease_conformance.rs`, the negotiation's in `negotiation.rs`.
 
@@ -255,4 +256,68 @@ async fn large_pools_are_probed_not_scanned() {
         assert_eq!(keys("slots"), 2, "{name}");
         assert_eq!(keys("queue"), 0, "{name}: probes never queue");
     }
+}
+
+/// Idle holders cost etcd the same after a compaction at the current revision (what the
+/// manifests' auto-compaction does) as before it: a watch that etcd cancels for starting below
+/// the compacted revision reads once and watches again from that read, instead of turning into
+/// a poll. Counted by etcd itself: the Range and Txn requests it started, over equal windows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_holders_cost_etcd_the_same_after_a_compaction() {
+    let e = Etcd::single();
+    let mut holders = Vec::new();
+    for _ in 0..3 {
+        holders.push(start(&e.endpoints(), &[]).await);
+    }
+    for h in &holders {
+        h.wait_ready(Duration::from_secs(15)).await;
+    }
+    // Settled: every holder has written its mark a few times (the harness's idle horizon is
+    // the lease horizon: a write every --renew-interval), and its watches are set.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let window = Duration::from_secs(5);
+    let before = requests_per_s(&e, window).await;
+    let status = e.etcdctl(0, &["endpoint", "status", "-w", "json"]).unwrap();
+    let status: serde_json::Value = serde_json::from_str(&status).unwrap();
+    let revision = status[0]["Status"]["header"]["revision"].as_i64().unwrap();
+    e.etcdctl(0, &["compact", &revision.to_string()]).unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let after = requests_per_s(&e, window).await;
+    eprintln!("3 idle holders: {before:.1} requests/s before a compaction, {after:.1} after");
+    assert!(
+        after <= 1.5 * before + 1.0,
+        "{before:.1} requests/s before the compaction, {after:.1} after"
+    );
+    for h in &mut holders {
+        h.stop_ok().await;
+    }
+}
+
+/// The Range and Txn requests etcd member 0 started per second over `window`.
+async fn requests_per_s(e: &Etcd, window: Duration) -> f64 {
+    let first = etcd_requests(e).await;
+    tokio::time::sleep(window).await;
+    (etcd_requests(e).await - first) / window.as_secs_f64()
+}
+
+/// The Range and Txn requests etcd member 0 has started, from its own `/metrics`.
+async fn etcd_requests(e: &Etcd) -> f64 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = format!("127.0.0.1:{}", e.members[0].client_port);
+    let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    // HTTP/1.0: the body as it is, not in chunks.
+    let req = "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n";
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = String::new();
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_string(&mut out))
+        .await
+        .expect("etcd answers /metrics")
+        .unwrap();
+    out.lines()
+        .filter(|l| {
+            l.starts_with("grpc_server_started_total{")
+                && (l.contains("grpc_method=\"Range\"") || l.contains("grpc_method=\"Txn\""))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
 }

@@ -7,6 +7,7 @@
 mod common;
 
 use common::etcd::Etcd;
+use common::release::{Newest, Older, Release};
 use common::zk::Zk;
 use idcar::clock::{Clock, ManualClock, SystemClock};
 use idcar::layout::{by_name, LayoutParams};
@@ -100,13 +101,13 @@ impl Fixture for FileFixture {
     }
 }
 
-struct ZkFixture {
-    zk: Zk,
+struct ZkFixture<R: Release = Newest> {
+    zk: Zk<R>,
     client: zk::Client,
     paths: Paths,
 }
 
-impl ZkFixture {
+impl<R: Release> ZkFixture<R> {
     /// Records the pool's parameters and its identity, as an instance does: the path of the
     /// identity node every mark write checks.
     async fn record_pool(&self) -> String {
@@ -133,10 +134,10 @@ impl ZkFixture {
     }
 }
 
-impl Fixture for ZkFixture {
+impl<R: Release> Fixture for ZkFixture<R> {
     type S = ZkMarks;
     async fn new() -> Self {
-        let zk = Zk::standalone();
+        let zk = Zk::<R>::new(1);
         let client = zk.client().await;
         let paths = Paths::new("/conformance", "lable64", 0);
         for dir in [
@@ -172,6 +173,13 @@ impl Fixture for ZkFixture {
             pool: Some(PoolFence {
                 params: self.paths.params(),
                 params_version: 0,
+                params_creation: self
+                    .client
+                    .check_stat(&self.paths.params())
+                    .await
+                    .unwrap()
+                    .expect("params recorded")
+                    .czxid,
                 identity: self.identity().await,
             }),
             witness: true,
@@ -223,8 +231,8 @@ impl Fixture for ZkFixture {
     }
 }
 
-struct EtcdFixture {
-    etcd: Etcd,
+struct EtcdFixture<R: Release = Newest> {
+    etcd: Etcd<R>,
     client: EtcdClient,
     paths: Paths,
 }
@@ -302,10 +310,10 @@ fn etcd_put(key: &str, value: &[u8], lease: i64) -> idcar_etcd_api::etcdserverpb
     }
 }
 
-impl Fixture for EtcdFixture {
+impl<R: Release> Fixture for EtcdFixture<R> {
     type S = EtcdHolder;
     async fn new() -> Self {
-        let etcd = Etcd::single();
+        let etcd = Etcd::<R>::new(1);
         let client = etcd.client().await;
         let f = EtcdFixture {
             etcd,
@@ -405,7 +413,7 @@ impl Fixture for EtcdFixture {
     }
 }
 
-impl EtcdFixture {
+impl<R: Release> EtcdFixture<R> {
     async fn put(&self, key: &str, value: &[u8]) {
         use idcar_etcd_api::etcdserverpb as rpc;
         let put = rpc::TxnRequest {
@@ -1058,28 +1066,30 @@ macro_rules! conformance {
 conformance!(state_file, FileFixture);
 conformance!(zookeeper, ZkFixture);
 conformance!(etcd, EtcdFixture);
+// The older supported release of each store (docs/compatibility.md).
+conformance!(zookeeper_older, ZkFixture<Older>);
+conformance!(etcd_older, EtcdFixture<Older>);
 
-/// What only stores with a pool (an identity) must also pass.
+/// What only stores with a pool (an identity) must also pass, for one store.
+macro_rules! pools {
+    ($store:ident, $fixture:ty) => {
+        mod $store {
+            use super::*;
+            checks!(
+                $fixture;
+                a_replaced_pool_stops_the_holder,
+                a_mark_lowered_with_its_holder_gone_still_floors_the_successor,
+                a_mark_deleted_with_its_holder_gone_still_floors_the_successor,
+                a_deleted_witness_is_written_back
+            );
+        }
+    };
+}
+
 mod pools {
     use super::*;
-    mod zookeeper {
-        use super::*;
-        checks!(
-            ZkFixture;
-            a_replaced_pool_stops_the_holder,
-            a_mark_lowered_with_its_holder_gone_still_floors_the_successor,
-            a_mark_deleted_with_its_holder_gone_still_floors_the_successor,
-            a_deleted_witness_is_written_back
-        );
-    }
-    mod etcd {
-        use super::*;
-        checks!(
-            EtcdFixture;
-            a_replaced_pool_stops_the_holder,
-            a_mark_lowered_with_its_holder_gone_still_floors_the_successor,
-            a_mark_deleted_with_its_holder_gone_still_floors_the_successor,
-            a_deleted_witness_is_written_back
-        );
-    }
+    pools!(zookeeper, ZkFixture);
+    pools!(etcd, EtcdFixture);
+    pools!(zookeeper_older, ZkFixture<Older>);
+    pools!(etcd_older, EtcdFixture<Older>);
 }

@@ -9,6 +9,7 @@
 mod common;
 
 use common::etcd::Etcd;
+use common::release::{Newest, Older, Release};
 use common::zk::Zk;
 use idcar::clock::SystemClock;
 use idcar::layout::{by_name, LayoutParams};
@@ -34,11 +35,11 @@ trait Fixture: Send + Sync + Sized + 'static {
 /// [`pool`]'s queue.
 const QUEUE: &str = "/negotiation/lable64/0/queue";
 
-struct ZkFixture(Zk);
+struct ZkFixture<R: Release = Newest>(Zk<R>);
 
-impl Fixture for ZkFixture {
+impl<R: Release> Fixture for ZkFixture<R> {
     fn new() -> Self {
-        ZkFixture(Zk::standalone())
+        ZkFixture(Zk::new(1))
     }
     fn start(&self, pool: PoolConfig) -> LeaseHandle {
         let store = ZkConfig {
@@ -65,11 +66,11 @@ impl Fixture for ZkFixture {
     }
 }
 
-struct EtcdFixture(Etcd);
+struct EtcdFixture<R: Release = Newest>(Etcd<R>);
 
-impl Fixture for EtcdFixture {
+impl<R: Release> Fixture for EtcdFixture<R> {
     fn new() -> Self {
-        EtcdFixture(Etcd::single())
+        EtcdFixture(Etcd::new(1))
     }
     fn start(&self, pool: PoolConfig) -> LeaseHandle {
         let store = EtcdConfig {
@@ -346,3 +347,6 @@ macro_rules! negotiation {
 
 negotiation!(zookeeper, ZkFixture);
 negotiation!(etcd, EtcdFixture);
+// The older supported release of each store (docs/compatibility.md).
+negotiation!(zookeeper_older, ZkFixture<Older>);
+negotiation!(etcd_older, EtcdFixture<Older>);

@@ -199,6 +199,62 @@ async fn readyz_until(idcar: &Idcar, limit: Duration, f: impl Fn(&str) -> bool) 
     }
 }
 
+/// An operator replaces `params` with the same record (deleted and created again, as a script
+/// restoring it would) under an idle holder that writes its mark seldom: the holder watches the
+/// record and the pool's identity, so it stops issuing within a second — not at its next
+/// write — and says why.
+async fn params_replaced_stops_an_idle_holder_within_a_second(s: Store) {
+    let idle = [
+        "--lease-horizon",
+        "5s",
+        "--idle-horizon",
+        "60s",
+        "--renew-interval",
+        "1s",
+    ];
+    let a = s.start(&idle).await;
+    a.wait_ready(Duration::from_secs(15)).await;
+    a.take(100).await.unwrap();
+    // Past its first writes: idle from here on.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let key = "/idcar/lable64/0/params";
+    let record = s.get(key).await.expect("params recorded");
+    s.delete(key).await;
+    match &s {
+        Store::Zk(z) => {
+            let mode = zookeeper_client::CreateMode::Persistent
+                .with_acls(zookeeper_client::Acls::anyone_all());
+            let client = z.client().await;
+            client.create(key, record.as_bytes(), &mode).await.unwrap();
+        }
+        Store::Etcd(_) => s.put(key, &record).await,
+    }
+    let replaced = Instant::now();
+    let why = readyz_until(&a, Duration::from_secs(10), |r| r.starts_with("not ready")).await;
+    let took = replaced.elapsed();
+    assert!(
+        took < Duration::from_secs(1),
+        "the holder stopped {took:?} after params was replaced: {why}"
+    );
+    assert!(a.take(1).await.is_err(), "still issuing: {why}");
+    assert!(
+        a.metric("idcar_lease_losses_total{reason=\"replaced\"}")
+            .await
+            .unwrap_or(0.0)
+            >= 1.0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_params_replaced_stops_an_idle_holder_within_a_second() {
+    params_replaced_stops_an_idle_holder_within_a_second(Store::zk()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_params_replaced_stops_an_idle_holder_within_a_second() {
+    params_replaced_stops_an_idle_holder_within_a_second(Store::etcd()).await;
+}
+
 /// An operator deletes `params` under a running holder "to change mid-bits", and an instance
 /// with other parameters starts: it records a new pool identity, which fences the old holder
 /// (it stops issuing at once, says why, and — disagreeing with the pool now — stays

@@ -1,9 +1,9 @@
 //! ZooKeeper over TLS, client certificates and credentials from files (issue 21), against
-//! Debian's ZooKeeper with its Netty connection factory and certificates made by openssl
-//! (`zk/tls-certs.sh`): a claim over TLS; mutual TLS whose x509 identity owns the pool (a
-//! client without it can neither read nor write); every error names the flag to fix; a wrong
-//! password waits, not ready, until the credential file is fixed; certificates rotated under a
-//! held lease are picked up without a restart.
+//! ZooKeeper (the newest supported release) with its Netty connection factory and certificates
+//! made by openssl (`zk/tls-certs.sh`): a claim over TLS; mutual TLS whose x509 identity owns
+//! the pool (a client without it can neither read nor write); every error names the flag to
+//! fix; a wrong password waits, not ready, until the credential file is fixed; certificates
+//! rotated under a held lease are picked up without a restart.
 
 mod common;
 

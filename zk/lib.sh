@@ -1,27 +1,59 @@
-# Shared by the zk/ scripts: where ZooKeeper's jars are, and how to start and probe a server.
+# Shared by the zk/ scripts and the test harness: which ZooKeeper releases idcar supports,
+# where their jars are kept, and how to start and probe a server.
+#
+# Each release's jars, with their runtime dependencies, are fetched from Maven Central by
+# zk/ensure-zookeeper.sh into ${IDCAR_CACHE:-$HOME/.cache/idcar}/stores/zookeeper-VERSION/lib/.
 
-# Prints the Java classpath for a ZooKeeper server, or fails.
+# The supported releases, newest first: the newest is the default everywhere, the tests also
+# run the store suites against the older one (docs/compatibility.md).
+ZK_VERSIONS=(3.9.5 3.8.6)
+
+# zk_version [WHICH]: the version WHICH names (newest, the default; older; or a listed
+# version), or fails.
+zk_version() {
+  local which=${1:-newest} v
+  case "$which" in
+    newest) printf '%s\n' "${ZK_VERSIONS[0]}" ;;
+    older) printf '%s\n' "${ZK_VERSIONS[1]}" ;;
+    *)
+      for v in "${ZK_VERSIONS[@]}"; do
+        [ "$v" = "$which" ] && { printf '%s\n' "$v"; return 0; }
+      done
+      echo "zookeeper $which is not a supported release (${ZK_VERSIONS[*]})" >&2
+      return 1
+      ;;
+  esac
+}
+
+# zk_home [WHICH]: the directory WHICH's jars are (or would be) kept in (its lib/).
+zk_home() {
+  local v
+  v=$(zk_version "${1:-newest}") || return 1
+  printf '%s\n' "${IDCAR_CACHE:-$HOME/.cache/idcar}/stores/zookeeper-$v"
+}
+
+# zk_classpath: prints the Java classpath for a ZooKeeper server, or fails: the release
+# ZK_VERSION names (newest, older or a version); without ZK_VERSION, the jars of ZOOKEEPER_HOME
+# (a release tarball's layout, lib/*.jar) when set, else the newest release.
 zk_classpath() {
-  if [ -n "${ZOOKEEPER_HOME:-}" ]; then
-    local jars
-    jars=$(ls "$ZOOKEEPER_HOME"/lib/*.jar "$ZOOKEEPER_HOME"/*.jar 2>/dev/null | tr '\n' ':')
-    [ -n "$jars" ] || return 1
-    printf '%s\n' "${jars%:}"
-    return 0
+  local home jars
+  if [ -z "${ZK_VERSION:-}" ] && [ -n "${ZOOKEEPER_HOME:-}" ]; then
+    home=$ZOOKEEPER_HOME
+  else
+    home=$(zk_home "${ZK_VERSION:-newest}") || return 1
   fi
-  [ -f /usr/share/java/zookeeper.jar ] && command -v java >/dev/null 2>&1 || return 1
-  local cp=/usr/share/java/zookeeper.jar
-  # Netty (Debian's libnetty-java, a dependency of libzookeeper-java) for the TLS port.
-  for j in slf4j-log4j12.jar log4j-1.2.jar netty-buffer.jar netty-codec.jar netty-common.jar \
-    netty-handler.jar netty-resolver.jar netty-transport.jar netty-transport-native-epoll.jar \
-    netty-transport-native-unix-common.jar; do
-    [ -f "/usr/share/java/$j" ] && cp="$cp:/usr/share/java/$j"
-  done
-  printf '%s\n' "$cp"
+  command -v java >/dev/null 2>&1 || { echo "zookeeper: java not found" >&2; return 1; }
+  jars=$(ls "$home"/lib/*.jar "$home"/*.jar 2>/dev/null | tr '\n' ':')
+  if [ -z "$jars" ]; then
+    echo "zookeeper: no jars in $home: run zk/ensure-zookeeper.sh (tests/ensure-deps.sh does)" >&2
+    return 1
+  fi
+  printf '%s\n' "${jars%:}"
 }
 
 # zk_write_conf DIR CLIENT_PORT [SERVERS_LINES] [CLIENT_ADDRESS]: a test-friendly zoo.cfg and
-# log4j.properties; clients connect on CLIENT_ADDRESS (default 127.0.0.1).
+# logback.xml (the server logs to DIR/zookeeper.log); clients connect on CLIENT_ADDRESS
+# (default 127.0.0.1).
 zk_write_conf() {
   local dir=$1 port=$2 servers=${3:-} addr=${4:-127.0.0.1}
   mkdir -p "$dir/data"
@@ -41,12 +73,14 @@ admin.enableServer=false
 extendedTypesEnabled=true
 $servers
 CFG
-  cat >"$dir/log4j.properties" <<LOG
-log4j.rootLogger=INFO, F
-log4j.appender.F=org.apache.log4j.FileAppender
-log4j.appender.F.File=$dir/zookeeper.log
-log4j.appender.F.layout=org.apache.log4j.PatternLayout
-log4j.appender.F.layout.ConversionPattern=%d{ISO8601} %-5p [%t] %c{1}: %m%n
+  cat >"$dir/logback.xml" <<LOG
+<configuration>
+  <appender name="F" class="ch.qos.logback.core.FileAppender">
+    <file>$dir/zookeeper.log</file>
+    <encoder><pattern>%d{ISO8601} %-5level [%thread] %logger{0}: %msg%n</pattern></encoder>
+  </appender>
+  <root level="INFO"><appender-ref ref="F"/></root>
+</configuration>
 LOG
 }
 
@@ -68,12 +102,13 @@ authProvider.x509=org.apache.zookeeper.server.auth.X509AuthenticationProvider
 CFG
 }
 
-# zk_start DIR: starts the server configured in DIR in the background; its pid goes to DIR/pid.
+# zk_start DIR: starts the server configured in DIR in the background (the release of
+# zk_classpath); its pid goes to DIR/pid.
 zk_start() {
   local dir=$1 cp
-  cp=$(zk_classpath) || { echo "zookeeper not found: run zk/ensure-zookeeper.sh" >&2; return 1; }
+  cp=$(zk_classpath) || return 1
   nohup java -Xmx64m -Xms16m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
-    -Dlog4j.configuration="file:$dir/log4j.properties" -cp "$cp" \
+    -Dlogback.configurationFile="$dir/logback.xml" -cp "$cp" \
     org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/zoo.cfg" \
     >"$dir/stdout.log" 2>&1 &
   echo $! >"$dir/pid"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs ZooKeeper on loopback for trying idcar, from Debian's package or ZOOKEEPER_HOME.
+# Runs ZooKeeper on loopback for trying idcar: the newest supported release from the store
+# cache (zk/ensure-zookeeper.sh fetches it), ZK_VERSION=older the older one, or ZOOKEEPER_HOME.
 #
 #   zk/zk.sh start [standalone|ensemble] [DIR]   start (default: standalone in .zk/)
 #   zk/zk.sh stop [DIR]                          stop every server started in DIR
@@ -58,5 +59,5 @@ case "$cmd" in
       zk_wait "$port" 1 || true
     done
     ;;
-  *) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

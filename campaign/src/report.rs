@@ -4,7 +4,7 @@
 use crate::check::{self, Setup, Verdict};
 use crate::load::{exchange, ClientLog, Op, Outcome};
 use crate::nemesis::Nemesis;
-use crate::procs::{Cluster, Incarnation, SidecarSpec};
+use crate::procs::{Cluster, Incarnation, Pool, SidecarSpec};
 use crate::Args;
 use anyhow::Result;
 use idcar::layout::Layout;
@@ -42,6 +42,11 @@ fn probe(socket: &Path) -> Probe {
     }
 }
 
+/// Whether the sidecar on `socket` answers a request with IDs now.
+pub fn serves(socket: &Path) -> bool {
+    probe(socket) == Probe::Serves
+}
+
 /// Waits (bounded) until `want` sidecars serve: how many did, and when.
 pub fn wait_until_served(cl: &Cluster, want: usize, limit: Duration) -> (usize, Duration) {
     let t = Instant::now();
@@ -71,13 +76,12 @@ pub struct Liveness {
     pub other: Vec<String>,
 }
 
-/// After healing: within `settle` (what a successor may need by the docs) + 5 s, the holders
-/// (`min(pool, sidecars)`) serve and the others report exhaustion.
+/// After healing: within `settle` (what a successor may need by the docs) + 5 s, in every
+/// pool the holders (`min(pool, sidecars)`) serve and the others report exhaustion.
 pub fn liveness(
     cl: &mut Cluster,
     nem: &mut Nemesis,
     spec: &SidecarSpec,
-    holders: usize,
     settle: Duration,
 ) -> Liveness {
     let t = Instant::now();
@@ -87,7 +91,12 @@ pub fn liveness(
         let probes: Vec<Probe> = cl.sidecars.iter().map(|s| probe(&s.socket)).collect();
         let serving = probes.iter().filter(|p| **p == Probe::Serves).count();
         let exhausted = probes.iter().filter(|p| **p == Probe::Exhausted).count();
-        let passed = serving == holders && exhausted == cl.sidecars.len() - holders;
+        let passed = spec.pools.iter().all(|pool| {
+            let mine = &probes[pool.sidecars.clone()];
+            let serve = mine.iter().filter(|p| **p == Probe::Serves).count();
+            let exhaust = mine.iter().filter(|p| **p == Probe::Exhausted).count();
+            serve == pool.holders() && exhaust == mine.len() - pool.holders()
+        });
         if passed || t.elapsed() > limit {
             return Liveness {
                 passed,
@@ -169,6 +178,8 @@ struct Report<'a> {
     pool_size: u32,
     plant_bug: String,
     store: crate::procs::Store,
+    /// The main pool and those beside it, each in its own tree.
+    pools: &'a [Pool],
     duration_s: f64,
     zk_session_timeout_ms: u128,
     lease_horizon_ms: u128,
@@ -199,6 +210,9 @@ pub struct Run<'a> {
     pub out: &'a Path,
     /// The pool's other parameters (the reconfigure fault).
     pub other: &'a crate::procs::Reconfig,
+    pub pools: &'a [Pool],
+    /// The sidecars' session timeout, or with etcd their lease TTL, as they were given it.
+    pub expiry: Duration,
 }
 
 impl Run<'_> {
@@ -237,7 +251,8 @@ impl Run<'_> {
             scheme: self.layout.scheme(),
             cluster: u64::from(self.cluster),
             medallion_base: 0x100_0000_0000,
-            session_timeout_ns: a.zk_session_timeout.as_nanos() as u64,
+            pools: self.pools,
+            session_timeout_ns: self.expiry.as_nanos() as u64,
             horizon_ns: a.lease_horizon.as_nanos() as u64,
             idle_horizon_ns: a.idle_horizon.as_nanos() as u64,
             faults_end_ns: self.faults_end_ns,
@@ -278,8 +293,9 @@ impl Run<'_> {
             pool_size: a.pool_size,
             plant_bug: format!("{:?}", a.plant_bug),
             store: a.store,
+            pools: self.pools,
             duration_s: (end_ns.saturating_sub(self.started_ns)) as f64 / 1e9,
-            zk_session_timeout_ms: a.zk_session_timeout.as_millis(),
+            zk_session_timeout_ms: self.expiry.as_millis(),
             lease_horizon_ms: a.lease_horizon.as_millis(),
             idle_horizon_ms: a.idle_horizon.as_millis(),
             renew_interval_ms: a.renew_interval.as_millis(),
@@ -437,6 +453,27 @@ fn summary(r: &Report) -> String {
         r.idle_horizon_ms,
         r.renew_interval_ms
     );
+    let pools: Vec<String> = r
+        .pools
+        .iter()
+        .map(|p| {
+            format!(
+                "{} {} sidecars for {} slots{} ({}, sidecars {}..{})",
+                p.name,
+                p.sidecars.len(),
+                p.size,
+                if p.slots > 1 {
+                    format!(", {} each", p.slots)
+                } else {
+                    String::new()
+                },
+                p.root,
+                p.sidecars.start,
+                p.sidecars.end - 1
+            )
+        })
+        .collect();
+    t += &format!("pools: {}\n", pools.join("; "));
     let faults: Vec<String> = r
         .faults_by_kind
         .iter()
@@ -468,8 +505,9 @@ fn summary(r: &Report) -> String {
     }
     t += "availability (share of seconds with IDs; requests answered with IDs):\n";
     for (s, a) in &r.availability {
+        let pool = r.pools[crate::procs::pool_of(r.pools, *s)].name;
         t += &format!(
-            "  sidecar {s}: {:5.1} %  {:5.1} %  ({} incarnations)\n",
+            "  sidecar {s:2} ({pool:4}): {:5.1} %  {:5.1} %  ({} incarnations)\n",
             a.seconds_with_ids * 100.0,
             a.ok_share * 100.0,
             a.incarnations
@@ -486,6 +524,7 @@ fn summary(r: &Report) -> String {
             t += &format!("    {what}: {longest} ({bound}), {} measured\n", m.judged);
         }
     }
+    t += &recovery_summary(v);
     t += &format!(
         "refusals during busy-neighbour faults (not judged): {}\n",
         v.refusals_under_busy_neighbour
@@ -507,6 +546,53 @@ fn summary(r: &Report) -> String {
         for x in &v.violations {
             t += &format!("  [{}] {}\n", x.check, x.detail);
         }
+    }
+    t
+}
+
+/// The availability after faults, per kind: how many, how long until IDs again (the worst
+/// and the median of every sidecar stopped; `>=` where a later fault or the history's end cut
+/// the measure short), against the bound.
+fn recovery_summary(v: &Verdict) -> String {
+    if v.recovery.is_empty() {
+        return String::new();
+    }
+    let ms = |t: check::Took| format!("{}{:.0} ms", if t.at_least { ">= " } else { "" }, t.ms);
+    let mut t =
+        String::from("availability after faults (time until IDs again, against its bound):\n");
+    for (k, r) in &v.recovery {
+        t += &format!(
+            "  {k:10} {:3} faults, {} judged: {}\n",
+            r.faults, r.judged, r.what
+        );
+        let stopped = r.took.len();
+        let line = match (r.worst(), r.median()) {
+            _ if r.judged == 0 => "not judged (other faults near each)".to_string(),
+            (Some(worst), Some(median)) if k != "compact" => format!(
+                "{stopped} stopped of {} issuing: worst {}, median {} (bound {:.0} ms)",
+                r.watched,
+                ms(worst),
+                ms(median),
+                r.bound_ms
+            ),
+            (worst, _) if k == "compact" => format!(
+                "{stopped} stopped of {} issuing (bound: none stops){}",
+                r.watched,
+                worst.map_or(String::new(), |w| format!(
+                    ", the longest without IDs {}",
+                    ms(w)
+                ))
+            ),
+            _ => format!(
+                "none stopped of {} issuing (bound {:.0} ms)",
+                r.watched, r.bound_ms
+            ),
+        };
+        t += &format!("             {line}");
+        if r.broken > 0 {
+            t += &format!(": {} over the bound, BROKEN", r.broken);
+        }
+        t += "\n";
     }
     t
 }

@@ -11,7 +11,10 @@
 //! - `recreate-params`: `params` deleted and created again with the `name=value` changes
 //!   given (in ZooKeeper in one `multi`; in etcd a delete, then a put), as an operator changing
 //!   the pool's parameters under running instances would;
-//! - `holder`: who holds slot `LOWER_BY` (its pod), nothing changed.
+//! - `holder`: who holds slot `LOWER_BY` (its pod), nothing changed;
+//! - `probe`: asks the store, again and again (a new attempt every 100 ms, a few open at
+//!   once), until it answers; prints `answered NS`, when the first answer came (ns since the
+//!   epoch): when the store answered again after a freeze or an outage.
 
 use anyhow::{bail, Context, Result};
 use idcar::lease::etcd::{Etcd, EtcdAccess};
@@ -26,6 +29,8 @@ use zookeeper_client as zk;
 pub struct Op {
     pub store: String,
     pub connect: String,
+    /// The pool's root in the store (`--zk-root`, `--etcd-prefix`).
+    pub root: String,
     pub layout: String,
     pub cluster: u8,
     pub op: String,
@@ -38,39 +43,99 @@ pub struct Op {
 }
 
 impl Op {
-    /// `store-op STORE CONNECT LAYOUT CLUSTER OP LOWER_BY SEED [POD...]`.
+    /// `store-op STORE CONNECT ROOT LAYOUT CLUSTER OP LOWER_BY SEED [POD...]`.
     pub fn parse(argv: &[String]) -> Result<Op> {
         let get = |i: usize| argv.get(i).cloned().context("store-op: missing argument");
         Ok(Op {
             store: get(0)?,
             connect: get(1)?,
-            layout: get(2)?,
-            cluster: get(3)?.parse()?,
-            op: get(4)?,
-            lower_by: get(5)?.parse()?,
-            seed: get(6)?.parse()?,
-            only: argv.iter().skip(7).cloned().collect(),
+            root: get(2)?,
+            layout: get(3)?,
+            cluster: get(4)?.parse()?,
+            op: get(5)?,
+            lower_by: get(6)?.parse()?,
+            seed: get(7)?.parse()?,
+            only: argv.iter().skip(8).cloned().collect(),
         })
     }
 }
 
-/// Runs the operation (bounded: 10 s); what was done, one line.
+/// Runs the operation (bounded: 10 s, a probe 60 s); what was done, one line.
 pub fn run(op: &Op) -> Result<String> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
+    let limit = Duration::from_secs(if op.op == "probe" { 60 } else { 10 });
     rt.block_on(async {
         let work = async {
-            match op.store.as_str() {
-                "zookeeper" => zookeeper(op).await,
-                "etcd" => etcd(op).await,
-                other => bail!("unknown store {other}"),
+            match (op.store.as_str(), op.op.as_str()) {
+                (_, "probe") => probe(op).await,
+                ("zookeeper", _) => zookeeper(op).await,
+                ("etcd", _) => etcd(op).await,
+                (other, _) => bail!("unknown store {other}"),
             }
         };
-        tokio::time::timeout(Duration::from_secs(10), work)
+        tokio::time::timeout(limit, work)
             .await
             .context("store-op timed out")?
     })
+}
+
+/// Most probe attempts open at once (each bounded to 2 s).
+const PROBES_OPEN: usize = 5;
+
+/// `probe`: a new attempt every 100 ms (at most `PROBES_OPEN` open) until one is answered;
+/// `answered NS`, when the first answer came.
+async fn probe(op: &Op) -> Result<String> {
+    let mut open = tokio::task::JoinSet::new();
+    let mut every = tokio::time::interval(Duration::from_millis(100));
+    loop {
+        tokio::select! {
+            _ = every.tick() => {
+                if open.len() < PROBES_OPEN {
+                    let (store, connect, root) =
+                        (op.store.clone(), op.connect.clone(), op.root.clone());
+                    open.spawn(async move {
+                        let attempt = probe_once(&store, &connect, &root);
+                        tokio::time::timeout(Duration::from_secs(2), attempt).await
+                    });
+                }
+            }
+            Some(done) = open.join_next() => {
+                if let Ok(Ok(Ok(at))) = done {
+                    return Ok(format!("answered {at}"));
+                }
+            }
+        }
+    }
+}
+
+/// One request the store answers only when it serves (a new ZooKeeper session and a read; a
+/// linearizable etcd read, which needs a leader and a quorum): when the answer came.
+async fn probe_once(store: &str, connect: &str, root: &str) -> Result<u64> {
+    if store == "zookeeper" {
+        let client = zk::Client::connector()
+            .with_session_timeout(Duration::from_secs(4))
+            .with_connection_timeout(Duration::from_secs(1))
+            .connect(connect)
+            .await?;
+        client.check_stat(root).await?;
+        let at = crate::procs::now_ns();
+        drop(client);
+        return Ok(at);
+    }
+    let access = EtcdAccess::new(connect, None, None).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let etcd = Etcd::connect(&access, Duration::from_secs(1))
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let read = rpc::RangeRequest {
+        key: root.as_bytes().to_vec(),
+        ..Default::default()
+    };
+    etcd.range("store-op", read)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(crate::procs::now_ns())
 }
 
 /// The recorded parameters `data` (a JSON object of strings) with `changes` (`name=value`).
@@ -113,7 +178,7 @@ async fn zookeeper(op: &Op) -> Result<String> {
         .with_session_timeout(Duration::from_secs(4))
         .connect(&op.connect)
         .await?;
-    let paths = Paths::new("/idcar", &op.layout, op.cluster);
+    let paths = Paths::new(&op.root, &op.layout, op.cluster);
     if op.op == "delete-params" {
         return Ok(match client.delete(&paths.params(), None).await {
             Ok(()) => format!("deleted {}", paths.params()),
@@ -174,7 +239,7 @@ async fn etcd(op: &Op) -> Result<String> {
     let etcd = Etcd::connect(&access, Duration::from_secs(3))
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let paths = Paths::new("/idcar", &op.layout, op.cluster);
+    let paths = Paths::new(&op.root, &op.layout, op.cluster);
     if op.op == "recreate-params" {
         return etcd_recreate_params(&etcd, &paths, op).await;
     }

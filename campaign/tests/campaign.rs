@@ -5,7 +5,11 @@
 //! and instances that disagree among them), and it catches the lease bugs planted behind the
 //! `fault-injection` feature (one with etcd too): a successor that skips the mark, a renewal
 //! that stores a lower one, a holder that does not write a lowered mark back, an abandoned
-//! release that writes the floor, a pool that ignores its identity. Each run is about 80 s; they run one at a
+//! release that writes the floor, a pool that ignores its identity. The runs that must pass
+//! have an idle pool and a full pool beside the main one (the store frozen past the sessions,
+//! its history compacted with etcd, and a full pool's holder replaced are among the faults
+//! drawn, each held to its availability bound); those with a planted bug the main pool alone,
+//! where successors take slots over. Each run is about 80 s; they run one at a
 //! time. Needs root (network namespaces, nftables), as CI has: see docs/campaign.md. They run the
 //! `idcar` binary built beside the campaign's with the testing aids, as the workspace's
 //! `cargo test` builds it (alone: `cargo build --features fault-injection --bin idcar` first).
@@ -62,6 +66,16 @@ fn ran_for_real(r: &Value) {
     assert!(kinds.len() >= 2, "too few kinds of fault: {kinds:?}");
 }
 
+/// The pools a run had, by name.
+fn pools(r: &Value) -> Vec<&str> {
+    r["pools"]
+        .as_array()
+        .expect("pools")
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .collect()
+}
+
 /// Runs a campaign that must pass; its report.
 fn passes(args: &[&str]) -> Value {
     let (code, r) = campaign(args);
@@ -74,11 +88,14 @@ fn passes(args: &[&str]) -> Value {
     assert_eq!(num(&r, "duplicates"), 0);
     assert_eq!(r["liveness"]["passed"], Value::Bool(true));
     ran_for_real(&r);
+    assert_eq!(pools(&r), ["main", "idle", "full"]);
     r
 }
 
 /// A short run (`duration`) with the planted `bug`, drawing faults from `faults` (those that
-/// reach the bug: a successor taking a slot over, an operator lowering a mark).
+/// reach the bug: a successor taking a slot over, an operator lowering a mark). The main pool
+/// alone: in the idle and full pools no successor waits to take a slot over, so faults drawn
+/// there would only dilute those that reach the bug.
 fn catches(bug: &str, duration: &str, faults: &str, extra: &[&str]) {
     let mut args = vec![
         "--seed",
@@ -89,6 +106,10 @@ fn catches(bug: &str, duration: &str, faults: &str, extra: &[&str]) {
         faults,
         "--plant-bug",
         bug,
+        "--idle-pool",
+        "0",
+        "--full-pool",
+        "0",
     ];
     args.extend_from_slice(extra);
     let (code, r) = campaign(&args);

@@ -8,17 +8,17 @@ use std::time::Duration;
 
 /// Where the store benchmarked counts its writes.
 pub enum Counter {
-    /// A ZooKeeper server's client address (`host:port`).
-    Zk(String),
+    /// The ZooKeeper servers' client addresses (`host:port`), asked in turn.
+    Zk(Vec<String>),
     /// An etcd client (its endpoints).
     Etcd(idcar::lease::etcd::client::Etcd),
 }
 
 impl Counter {
-    /// For `--zk CONNECT` (its first server) or `--etcd ENDPOINTS`.
+    /// For `--zk CONNECT` (its servers) or `--etcd ENDPOINTS`.
     pub async fn new(zk: &str, etcd: Option<&str>) -> anyhow::Result<Counter> {
         Ok(match etcd {
-            None => Counter::Zk(zk.split(',').next().unwrap_or(zk).to_string()),
+            None => Counter::Zk(zk.split(',').map(str::to_string).collect()),
             Some(endpoints) => {
                 let access = idcar::lease::etcd::EtcdAccess::new(endpoints, None, None)?;
                 let client =
@@ -33,9 +33,9 @@ impl Counter {
     /// The store's write count now: ZooKeeper's zxid counter (within its epoch), etcd's revision.
     pub async fn writes(&self) -> anyhow::Result<u64> {
         match self {
-            Counter::Zk(addr) => {
-                let addr = addr.clone();
-                tokio::task::spawn_blocking(move || zxid(&addr)).await?
+            Counter::Zk(servers) => {
+                let servers = servers.clone();
+                tokio::task::spawn_blocking(move || any_zxid(&servers)).await?
             }
             Counter::Etcd(client) => {
                 let req = idcar_etcd_api::etcdserverpb::RangeRequest {
@@ -50,6 +50,26 @@ impl Counter {
                 Ok(r.header.map_or(0, |h| h.revision) as u64)
             }
         }
+    }
+}
+
+/// The last zxid of the first server that serves (a follower re-syncing after an election says
+/// it does not), asked in turn for up to 30 s. Servers of one ensemble agree but for the
+/// transactions still in flight.
+fn any_zxid(servers: &[String]) -> anyhow::Result<u64> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut errors = Vec::new();
+        for s in servers {
+            match zxid(s) {
+                Ok(z) => return Ok(z),
+                Err(e) => errors.push(e.to_string()),
+            }
+        }
+        if std::time::Instant::now() >= deadline {
+            anyhow::bail!("no ZooKeeper server serves: {}", errors.join("; "));
+        }
+        std::thread::sleep(Duration::from_millis(200));
     }
 }
 

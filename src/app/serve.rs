@@ -358,7 +358,7 @@ pub async fn serve(mut cfg: ServeConfig) -> anyhow::Result<()> {
     .context("cannot start the timer thread")?;
     crate::clock::watch_clocks(svc.clock_faults(), clock, stalled)
         .context("cannot start the clock watchdog thread")?;
-    let follower = tokio::spawn(svc.clone().follow_lease());
+    let follower = tokio::spawn(svc.clone().follow_lease(lease.issuances()));
     drop(entered);
     tokio::spawn(log_readiness(svc.clone(), shutdown.clone()));
 

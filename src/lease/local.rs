@@ -49,6 +49,7 @@ fn stored(read: Option<(u64, Option<u64>)>) -> Stored<FileVersion> {
     Stored {
         mark,
         version: (mark, token),
+        by: token,
     }
 }
 
@@ -198,7 +199,7 @@ pub fn start(
     let (release_tx, release_rx) = oneshot::channel();
     let span = tracing::info_span!("lease", kind = "local", key = %cfg.key);
     let task = tokio::spawn(maintain(cfg, p, store, stored, release_rx).instrument(span));
-    Ok(LeaseHandle::new(rx, release_tx, task))
+    Ok(LeaseHandle::new(rx, release_tx, task, Default::default()))
 }
 
 /// Holds the static slot through the protocol; after a loss (the file edited under us, or

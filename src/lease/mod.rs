@@ -22,6 +22,7 @@
 
 pub mod etcd;
 pub mod identity;
+pub mod issuance;
 pub mod local;
 pub mod pace;
 pub mod planted;
@@ -34,6 +35,7 @@ pub mod store;
 pub mod tls;
 pub mod zk;
 
+pub use issuance::Issuance;
 pub use protocol::Protocol;
 
 pub use crate::generator::{Issued, Window};
@@ -103,6 +105,8 @@ pub struct LeaseHandle {
     state: watch::Receiver<LeaseState>,
     release: oneshot::Sender<Option<Issued>>,
     task: JoinHandle<Result<(), LeaseError>>,
+    /// Where the service says what it issued under this lease.
+    issuance: Issuance,
 }
 
 impl LeaseHandle {
@@ -110,12 +114,19 @@ impl LeaseHandle {
         state: watch::Receiver<LeaseState>,
         release: oneshot::Sender<Option<Issued>>,
         task: JoinHandle<Result<(), LeaseError>>,
+        issuance: Issuance,
     ) -> LeaseHandle {
         LeaseHandle {
             state,
             release,
             task,
+            issuance,
         }
+    }
+
+    /// Where the service's follower of this lease says what it installed and issued.
+    pub fn issuance(&self) -> Issuance {
+        self.issuance.clone()
     }
 
     /// A receiver of every state change.
@@ -155,6 +166,11 @@ impl Leases {
     /// A receiver of every state change of each lease.
     pub fn subscribe(&self) -> Vec<watch::Receiver<LeaseState>> {
         self.0.iter().map(LeaseHandle::subscribe).collect()
+    }
+
+    /// Where the service says what it issued under each lease (see [`Issuance`]).
+    pub fn issuances(&self) -> Vec<Issuance> {
+        self.0.iter().map(LeaseHandle::issuance).collect()
     }
 
     /// Waits until a lease fails for good (or its task ends): its reason.
@@ -237,6 +253,11 @@ pub struct Part {
     took: Arc<tokio::sync::Notify>,
     /// Random per instance, shared by its parts: in owner records with `--slots` above 1.
     pub process: Arc<str>,
+    /// This part's own: what the service issued under its windows.
+    pub issuance: Issuance,
+    /// Whether every slot of the pool is held, as the instance's pool gauges last saw it
+    /// (shared by its parts): holders then keep their marks within twice the horizon.
+    pub full: Arc<watch::Sender<bool>>,
 }
 
 impl Default for Part {
@@ -276,6 +297,7 @@ impl Part {
         let holding = Arc::new(AtomicU64::new(0));
         let took = Arc::new(tokio::sync::Notify::new());
         let process: Arc<str> = pool::tree::instance_id().into();
+        let full = Arc::new(watch::channel(false).0);
         (0..of).map(move |index| Part {
             index,
             of,
@@ -283,6 +305,8 @@ impl Part {
             holding: holding.clone(),
             took: took.clone(),
             process: process.clone(),
+            issuance: Issuance::default(),
+            full: full.clone(),
         })
     }
 

@@ -9,7 +9,10 @@
 //! How [`hold`] keeps it, step by step:
 //!
 //! 1. **Claim** ([`Claim::new`]): the floor is the mark read with its version
-//!    ([`MarkStore::read`]; a missing mark reads 0, a corrupt one is never guessed).
+//!    ([`MarkStore::read`]; a missing mark reads 0, a corrupt one is never guessed) — or, for
+//!    a holder claiming back the slot it held when its store session ended, with the mark
+//!    still its own last write, the highest tick it issued ([`again`]: nobody wrote or issued
+//!    under the slot since).
 //! 2. **Wait** ([`clock_wait`]): nothing is published until this host's clock is past the
 //!    floor, a wait bounded by `--max-clock-wait` (a far-behind clock is an error, not a wait).
 //! 3. **First write, then publish**: every write is [`MarkStore::write`], a compare-and-set on
@@ -283,6 +286,7 @@ async fn stolen<S: MarkStore>(p: &Protocol, store: &S, claim: &Claim<S::Version>
     store.give_back(claim.slot).await;
 }
 
+pub mod again;
 mod context;
 mod holder;
 pub mod horizon;
@@ -290,7 +294,7 @@ mod release;
 mod wait;
 
 pub use context::Protocol;
-pub use horizon::{Demand, Horizons};
+pub use horizon::{Demand, Horizons, Reach};
 use release::interrupted;
 pub use release::{mark_down, release};
 use wait::wait_past_floor;

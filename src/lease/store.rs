@@ -10,6 +10,21 @@ use std::future::Future;
 pub struct Stored<V> {
     pub mark: u64,
     pub version: V,
+    /// The token of the claim whose write put `mark` there, where the store keeps one and the
+    /// mark is what that write put (`None`: unknown, never written, or raised by the slot's
+    /// witness above the mark itself).
+    pub by: Option<u64>,
+}
+
+impl<V> Stored<V> {
+    /// Raised to the slot's `witness` (the copy every mark write also sets) when that is
+    /// higher: the floor is then the witness's, and no write of the mark's is what it reads.
+    pub fn raise_to_witness(&mut self, witness: u64) {
+        if witness > self.mark {
+            self.mark = witness;
+            self.by = None;
+        }
+    }
 }
 
 /// Why a store operation failed, as the protocol must treat it.

@@ -6,7 +6,7 @@
 
 use super::issuing::Issuing;
 use crate::generator::Window;
-use crate::lease::LeaseState;
+use crate::lease::{Issuance, LeaseState};
 use tokio::sync::watch;
 
 /// What each lease publishes, in the order of the generators.
@@ -47,8 +47,9 @@ impl Following {
         }
     }
 
-    /// Installs each change of lease `part` in its generator until its channel closes.
-    pub(super) async fn follow(&self, issuing: &Issuing, part: usize) {
+    /// Installs each change of lease `part` in its generator until its channel closes, saying
+    /// to `told` what is installed and issued.
+    pub(super) async fn follow(&self, issuing: &Issuing, part: usize, told: &Issuance) {
         let mut rx = self.leases[part].clone();
         let mut was: Option<Window> = None;
         loop {
@@ -70,7 +71,7 @@ impl Following {
                     "issuing IDs under the lease"
                 );
             }
-            issuing.set_window(part, window);
+            issuing.install(part, window, told);
             if let Some(a) = was.filter(|_| changed) {
                 tracing::info!(
                     lease_record = "stopped",

@@ -7,6 +7,7 @@ use super::{IssueError, Limits};
 use crate::clock::{kernel_monotonic_ns, Clock};
 use crate::generator::{Generator, Issued, Refusal, Take, Window};
 use crate::layout::{Layout, RequestOptions, Scheme};
+use crate::lease::Issuance;
 use crate::metrics::Metrics;
 use crate::timer::Timer;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -150,9 +151,16 @@ impl Issuing {
         self.cores[part].0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Installs `window` in the generator of lease `part`.
-    pub(super) fn set_window(&self, part: usize, window: Option<Window>) {
-        self.core(part).gen.set_window(window);
+    /// Installs `window` in the generator of lease `part` — none if the lease revoked its
+    /// generation meanwhile — and says to `told`, under the generator's lock, what is installed
+    /// now and the highest tick issued for its slot (see [`Issuance`]).
+    pub(super) fn install(&self, part: usize, window: Option<Window>, told: &Issuance) {
+        let mut core = self.core(part);
+        told.installing(window.map(|w| w.generation), |allowed| {
+            core.gen.set_window(window.filter(|_| allowed));
+            let installed = core.gen.window().map(|w| (w.slot, w.generation));
+            (installed, core.gen.slot_issued())
+        });
     }
 
     /// Each generator's window (`None` where its lease holds nothing).

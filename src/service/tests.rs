@@ -59,7 +59,7 @@ fn win(floor: u64, mark: u64) -> Window {
 async fn issues_and_refuses_as_the_lease_says() {
     let clock = Arc::new(ManualClock::new(1_000 * 1_000_000));
     let (svc, tx) = service(clock.clone(), None);
-    tokio::spawn(svc.clone().follow_lease());
+    tokio::spawn(svc.clone().follow_lease(Vec::new()));
     let mut out = Vec::new();
     assert_eq!(
         svc.issue(1, &RequestOptions::default(), &mut out).await,

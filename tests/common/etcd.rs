@@ -1,13 +1,42 @@
-//! Real etcd members for tests (Debian's `etcd-server`), started on free loopback ports in
-//! fresh temporary directories, killed on drop.
+//! Real etcd members for tests, started on free loopback ports in fresh temporary directories,
+//! killed on drop: the newest supported release unless a test names another (`Etcd<Older>`, see
+//! `release.rs`), built from its Go modules into the store cache (`etcd/lib.sh`).
 #![allow(dead_code)]
 
+use super::release::{Newest, Release};
 use super::Idcar;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+use std::collections::HashMap;
+use std::marker::PhantomData;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
+
+/// The path of `name` (`etcd`, `etcdctl`) of release `R`'s build, as `etcd/lib.sh` finds it
+/// (asked once per process); panics, saying how to build it, when it is not there.
+fn bin<R: Release>(name: &'static str) -> PathBuf {
+    static BINS: OnceLock<Mutex<HashMap<(&str, &str), PathBuf>>> = OnceLock::new();
+    let mut bins = BINS.get_or_init(Default::default).lock().unwrap();
+    bins.entry((R::WHICH, name))
+        .or_insert_with(|| {
+            let lib = format!("{}/etcd/lib.sh", env!("CARGO_MANIFEST_DIR"));
+            let out = Command::new("bash")
+                .arg("-c")
+                .arg(format!(". {lib} && etcd_bin \"$1\" \"$2\""))
+                .args(["etcd-test", name, R::WHICH])
+                .output()
+                .expect("bash runs");
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr).trim_end()
+            );
+            PathBuf::from(String::from_utf8_lossy(&out.stdout).trim_end())
+        })
+        .clone()
+}
 
 pub struct Member {
     pub name: String,
@@ -17,8 +46,8 @@ pub struct Member {
     child: Option<Child>,
 }
 
-/// One member or a cluster.
-pub struct Etcd {
+/// One member or a cluster, of release `R`.
+pub struct Etcd<R: Release = Newest> {
     tmp: tempfile::TempDir,
     pub members: Vec<Member>,
     token: String,
@@ -27,15 +56,16 @@ pub struct Etcd {
     pub certs: Option<PathBuf>,
     /// With TLS: whether a client certificate is required (and its CN is the etcd user).
     client_cert_auth: bool,
+    release: PhantomData<R>,
 }
 
 impl Etcd {
     pub fn single() -> Etcd {
-        Self::start(1, None, false)
+        Self::new(1)
     }
 
     pub fn cluster(n: usize) -> Etcd {
-        Self::start(n, None, false)
+        Self::new(n)
     }
 
     /// One member over TLS; `client_cert_auth`: client certificates required (etcd's
@@ -57,12 +87,15 @@ impl Etcd {
         );
         Self::start_in(tmp, 1, Some(certs), client_cert_auth)
     }
+}
 
-    fn start(n: usize, certs: Option<PathBuf>, cca: bool) -> Etcd {
-        Self::start_in(tempfile::tempdir().unwrap(), n, certs, cca)
+impl<R: Release> Etcd<R> {
+    /// `n` members of release `R`.
+    pub fn new(n: usize) -> Self {
+        Self::start_in(tempfile::tempdir().unwrap(), n, None, false)
     }
 
-    fn start_in(tmp: tempfile::TempDir, n: usize, certs: Option<PathBuf>, cca: bool) -> Etcd {
+    fn start_in(tmp: tempfile::TempDir, n: usize, certs: Option<PathBuf>, cca: bool) -> Self {
         // Every port held until all are chosen: no two members share one.
         let held: Vec<std::net::TcpListener> = (0..2 * n)
             .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
@@ -84,6 +117,7 @@ impl Etcd {
             members,
             certs,
             client_cert_auth: cca,
+            release: PhantomData,
         };
         for i in 0..n {
             e.launch(i);
@@ -93,7 +127,7 @@ impl Etcd {
                 let logs: Vec<String> = (0..n)
                     .map(|k| format!("--- member {k}:\n{}", e.log_tail(k)))
                     .collect();
-                panic!("{err}\n{}", logs.join("\n"));
+                panic!("etcd ({} release): {err}\n{}", R::WHICH, logs.join("\n"));
             }
         }
         e
@@ -122,7 +156,7 @@ impl Etcd {
         let client = format!("{scheme}://127.0.0.1:{}", m.client_port);
         let peer = format!("http://127.0.0.1:{}", m.peer_port);
         let log = std::fs::File::create(self.tmp.path().join(format!("{}.log", m.name))).unwrap();
-        let mut c = Command::new("etcd");
+        let mut c = Command::new(bin::<R>("etcd"));
         c.args(["--name", &m.name])
             .arg("--data-dir")
             .arg(&m.dir)
@@ -150,7 +184,7 @@ impl Etcd {
                     .arg("--client-cert-auth");
             }
         }
-        let child = c.spawn().expect("etcd runs (Debian package etcd-server)");
+        let child = c.spawn().expect("etcd runs");
         self.members[i].child = Some(child);
     }
 
@@ -167,14 +201,13 @@ impl Etcd {
         args: &[&str],
     ) -> Result<String, String> {
         let m = &self.members[i];
-        let mut c = Command::new("etcdctl");
-        c.env("ETCDCTL_API", "3")
-            .arg(format!(
-                "--endpoints={}://127.0.0.1:{}",
-                self.scheme(),
-                m.client_port
-            ))
-            .args(["--command-timeout=2s", "--dial-timeout=1s"]);
+        let mut c = Command::new(bin::<R>("etcdctl"));
+        c.arg(format!(
+            "--endpoints={}://127.0.0.1:{}",
+            self.scheme(),
+            m.client_port
+        ))
+        .args(["--command-timeout=2s", "--dial-timeout=1s"]);
         if let Some(certs) = &self.certs {
             c.arg(format!("--cacert={}", certs.join("ca.pem").display()));
             if self.client_cert_auth {
@@ -321,8 +354,7 @@ impl Etcd {
     /// Runs `etcdctl` against member `i` as `user` with `stdin` as its input.
     pub fn etcdctl_input(&self, i: usize, user: &str, args: &[&str], stdin: &str) {
         use std::io::Write;
-        let mut c = Command::new("etcdctl")
-            .env("ETCDCTL_API", "3")
+        let mut c = Command::new(bin::<R>("etcdctl"))
             .arg(format!(
                 "--endpoints=127.0.0.1:{}",
                 self.members[i].client_port
@@ -372,7 +404,7 @@ impl Etcd {
     }
 }
 
-impl Drop for Etcd {
+impl<R: Release> Drop for Etcd<R> {
     fn drop(&mut self) {
         for i in 0..self.members.len() {
             self.signal(i, Signal::SIGCONT);

@@ -3,6 +3,7 @@
 
 pub mod etcd;
 pub mod proxy;
+pub mod release;
 pub mod store;
 pub mod zk;
 

@@ -4,6 +4,7 @@
 //! is written once (`tests/store_faults.rs`).
 
 use super::etcd::Etcd;
+use super::release::Release;
 use super::zk::Zk;
 use super::{run, Idcar};
 
@@ -21,6 +22,10 @@ pub trait Store: Sized + Send + Sync + 'static {
     fn mark(&self, cluster: u8, slot: u32) -> u64;
     /// kill -9 of member `i`.
     fn kill(&mut self, i: usize);
+    /// SIGSTOP of member `i` (frozen: connections stay open, nothing is answered).
+    fn pause(&self, i: usize);
+    /// SIGCONT of member `i`.
+    fn resume(&self, i: usize);
     /// The member that leads now.
     fn leader(&self) -> Option<usize>;
     /// Makes the member that the idcar of `pid` talks to the leader, where the store can
@@ -71,12 +76,12 @@ pub trait Store: Sized + Send + Sync + 'static {
     }
 }
 
-impl Store for Zk {
-    fn single() -> Zk {
-        Zk::standalone()
+impl<R: Release> Store for Zk<R> {
+    fn single() -> Self {
+        Self::new(1)
     }
-    fn three() -> Zk {
-        Zk::ensemble()
+    fn three() -> Self {
+        Self::new(3)
     }
     fn target(&self) -> [String; 2] {
         ["--zk".into(), self.connect()]
@@ -89,6 +94,12 @@ impl Store for Zk {
     }
     fn kill(&mut self, i: usize) {
         Zk::kill(self, i)
+    }
+    fn pause(&self, i: usize) {
+        Zk::pause(self, i)
+    }
+    fn resume(&self, i: usize) {
+        Zk::resume(self, i)
     }
     fn leader(&self) -> Option<usize> {
         Zk::leader(self)
@@ -136,12 +147,12 @@ impl Store for Zk {
     }
 }
 
-impl Store for Etcd {
-    fn single() -> Etcd {
-        Etcd::single()
+impl<R: Release> Store for Etcd<R> {
+    fn single() -> Self {
+        Self::new(1)
     }
-    fn three() -> Etcd {
-        Etcd::cluster(3)
+    fn three() -> Self {
+        Self::new(3)
     }
     fn target(&self) -> [String; 2] {
         ["--etcd".into(), self.endpoints()]
@@ -160,6 +171,12 @@ impl Store for Etcd {
     }
     fn kill(&mut self, i: usize) {
         Etcd::kill(self, i)
+    }
+    fn pause(&self, i: usize) {
+        Etcd::pause(self, i)
+    }
+    fn resume(&self, i: usize) {
+        Etcd::resume(self, i)
     }
     fn leader(&self) -> Option<usize> {
         Etcd::leader(self)

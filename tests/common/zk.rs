@@ -1,10 +1,13 @@
 //! Real ZooKeeper servers for tests, started through the project's own `zk/lib.sh` on free
-//! loopback ports in fresh temporary directories, killed on drop.
+//! loopback ports in fresh temporary directories, killed on drop; the newest supported release
+//! unless a test names another (`Zk<Older>`, see `release.rs`).
 #![allow(dead_code)]
 
+use super::release::{Newest, Release};
 use super::{free_port, Idcar};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -13,12 +16,14 @@ fn lib() -> String {
     format!("{}/zk/lib.sh", env!("CARGO_MANIFEST_DIR"))
 }
 
-fn bash(script: &str, args: &[&str]) -> Result<String, String> {
+/// Runs a `zk/lib.sh` function for release `R`.
+fn bash<R: Release>(script: &str, args: &[&str]) -> Result<String, String> {
     let out = Command::new("bash")
         .arg("-c")
         .arg(format!(". {} && {script}", lib()))
         .arg("zk-test")
         .args(args)
+        .env("ZK_VERSION", R::WHICH)
         .output()
         .map_err(|e| e.to_string())?;
     if out.status.success() {
@@ -38,12 +43,13 @@ pub struct Server {
     pub pid: Option<i32>,
 }
 
-/// A standalone server or an ensemble.
-pub struct Zk {
+/// A standalone server or an ensemble, of release `R`.
+pub struct Zk<R: Release = Newest> {
     _tmp: tempfile::TempDir,
     pub servers: Vec<Server>,
     /// The TLS port of a standalone server started with [`Zk::tls`].
     pub tls: Option<Tls>,
+    release: PhantomData<R>,
 }
 
 /// A server's TLS client port and the certificates made for it by `zk/tls-certs.sh`:
@@ -66,11 +72,11 @@ fn alive(pid: i32) -> bool {
 
 impl Zk {
     pub fn standalone() -> Zk {
-        Self::start(1, None)
+        Self::new(1)
     }
 
     pub fn ensemble() -> Zk {
-        Self::start(3, None)
+        Self::new(3)
     }
 
     /// A standalone server with a TLS client port beside its plaintext one (Netty, PEM
@@ -85,8 +91,15 @@ impl Zk {
     pub fn tls_for(client_auth: &str, san: &str, days: u32) -> Zk {
         Self::start(1, Some((client_auth, san, days)))
     }
+}
 
-    fn start(n: usize, tls: Option<(&str, &str, u32)>) -> Zk {
+impl<R: Release> Zk<R> {
+    /// `n` servers of release `R`: a standalone one (1) or an ensemble.
+    pub fn new(n: usize) -> Self {
+        Self::start(n, None)
+    }
+
+    fn start(n: usize, tls: Option<(&str, &str, u32)>) -> Self {
         let mut last = String::new();
         for _ in 0..3 {
             match Self::try_start(n, tls) {
@@ -94,10 +107,13 @@ impl Zk {
                 Err(e) => last = e, // most likely a port taken meanwhile: new ports
             }
         }
-        panic!("ZooKeeper did not start (is it installed? run zk/ensure-zookeeper.sh): {last}");
+        panic!(
+            "ZooKeeper ({} release) did not start (run tests/ensure-deps.sh): {last}",
+            R::WHICH
+        );
     }
 
-    fn try_start(n: usize, tls: Option<(&str, &str, u32)>) -> Result<Zk, String> {
+    fn try_start(n: usize, tls: Option<(&str, &str, u32)>) -> Result<Self, String> {
         let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
         let tls = match tls {
             None => None,
@@ -139,11 +155,12 @@ impl Zk {
             servers: Vec::new(),
             _tmp: tmp,
             tls: None,
+            release: PhantomData,
         };
         for (i, (port, _, _)) in ports.iter().enumerate() {
             let dir = zk._tmp.path().join(format!("{}", i + 1));
             let d = dir.to_str().unwrap().to_string();
-            bash(
+            bash::<R>(
                 "zk_write_conf \"$1\" \"$2\" \"$3\"",
                 &[&d, &port.to_string(), &servers_cfg],
             )?;
@@ -152,7 +169,7 @@ impl Zk {
                     .map_err(|e| e.to_string())?;
             }
             if let Some((t, auth)) = &tls {
-                bash(
+                bash::<R>(
                     "zk_tls_conf \"$1\" \"$2\" \"$3\" \"$4\"",
                     &[
                         &d,
@@ -180,7 +197,7 @@ impl Zk {
 
     fn launch(&mut self, i: usize) -> Result<(), String> {
         let d = self.servers[i].dir.to_str().unwrap().to_string();
-        bash("zk_start \"$1\"", &[&d])?;
+        bash::<R>("zk_start \"$1\"", &[&d])?;
         let pid = std::fs::read_to_string(self.servers[i].dir.join("pid"))
             .map_err(|e| e.to_string())?
             .trim()
@@ -191,7 +208,7 @@ impl Zk {
     }
 
     fn wait_serving(&self, i: usize) -> Result<String, String> {
-        bash("zk_wait \"$1\" 30", &[&self.servers[i].port.to_string()]).map_err(|e| {
+        bash::<R>("zk_wait \"$1\" 30", &[&self.servers[i].port.to_string()]).map_err(|e| {
             let log = std::fs::read_to_string(self.servers[i].dir.join("zookeeper.log"))
                 .unwrap_or_default();
             let tail: Vec<&str> = log.lines().rev().take(20).collect();
@@ -273,7 +290,7 @@ impl Zk {
     pub fn leader(&self) -> Option<usize> {
         (0..self.servers.len()).find(|&i| {
             self.servers[i].pid.is_some()
-                && bash("zk_wait \"$1\" 1", &[&self.servers[i].port.to_string()])
+                && bash::<R>("zk_wait \"$1\" 1", &[&self.servers[i].port.to_string()])
                     .is_ok_and(|out| out.contains("Mode: leader"))
         })
     }
@@ -283,7 +300,7 @@ impl Zk {
     }
 }
 
-impl Drop for Zk {
+impl<R: Release> Drop for Zk<R> {
     fn drop(&mut self) {
         for i in 0..self.servers.len() {
             self.signal(i, Signal::SIGCONT);

@@ -57,7 +57,7 @@ pub(super) fn attribution(
             detail: format!("... {} more IDs not attributable", bad - 5),
         });
     }
-    fence(ops, holds, &issued, v);
+    fence(setup, ops, holds, &issued, v);
 }
 
 /// The leases of `op`'s incarnation open while the request was.
@@ -132,11 +132,18 @@ struct Highest {
     op: usize,
 }
 
-/// The invariant itself (`lease/protocol.rs`), per slot: every tick acknowledged under a lease is at or
-/// below the floor of every lease of that slot claimed after it (ordered by when each began
-/// issuing). A successor that did not wait past its predecessor's mark, or a mark written
-/// below what was issued, breaks this even when no two IDs happen to collide.
-fn fence(ops: &[Op], holds: &[Hold], issued: &BTreeMap<HoldKey, Highest>, v: &mut Verdict) {
+/// The invariant itself (`lease/protocol.rs`), per slot of a pool: every tick acknowledged
+/// under a lease is at or below the floor of every lease of that slot claimed after it
+/// (ordered by when each began issuing). A successor that did not wait past its
+/// predecessor's mark, or a mark written below what was issued, breaks this even when no two
+/// IDs happen to collide.
+fn fence(
+    setup: &Setup,
+    ops: &[Op],
+    holds: &[Hold],
+    issued: &BTreeMap<HoldKey, Highest>,
+    v: &mut Verdict,
+) {
     // One entry per lease: a lease that lapsed and came back (same generation) has two
     // records with the same floor; the first says when it began.
     let mut first: BTreeMap<HoldKey, &Hold> = BTreeMap::new();
@@ -146,12 +153,15 @@ fn fence(ops: &[Op], holds: &[Hold], issued: &BTreeMap<HoldKey, Highest>, v: &mu
             *e = h;
         }
     }
-    let mut by_slot: BTreeMap<u64, Vec<&Hold>> = BTreeMap::new();
+    let mut by_slot: BTreeMap<(usize, u64), Vec<&Hold>> = BTreeMap::new();
     for h in first.into_values() {
-        by_slot.entry(h.slot).or_default().push(h);
+        by_slot
+            .entry((setup.pool(h.sidecar), h.slot))
+            .or_default()
+            .push(h);
     }
     let mut found = 0usize;
-    for (slot, mut hs) in by_slot {
+    for ((pool, slot), mut hs) in by_slot {
         hs.sort_by_key(|h| h.from_ns);
         // The lowest floor among the leases claimed after each one.
         let mut later_floor: Vec<Option<(u64, &Hold)>> = vec![None; hs.len()];
@@ -172,8 +182,9 @@ fn fence(ops: &[Op], holds: &[Hold], issued: &BTreeMap<HoldKey, Highest>, v: &mu
                     v.violations.push(Violation {
                         check: "fence: a successor issues only above its predecessor's ticks",
                         detail: format!(
-                            "slot {slot}: sidecar {} incarnation {} issued tick {} (ID {:x} to {}), \
+                            "{}slot {slot}: sidecar {} incarnation {} issued tick {} (ID {:x} to {}), \
                              above the floor {floor} of sidecar {} incarnation {}'s later lease",
+                            setup.pools.get(pool).map_or(String::new(), |p| format!("{} pool ", p.name)),
                             h.sidecar,
                             h.incarnation,
                             top.tick,

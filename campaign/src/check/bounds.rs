@@ -1,5 +1,6 @@
 //! The bounds from docs/operations.md, held to the faults that allow judging them: a holder
-//! cut from the store stops at its mark; a waiting sidecar takes over a lost holder's slot
+//! cut from the store (or whose store is frozen) stops at its mark; a waiting sidecar of its
+//! pool takes over a lost holder's slot
 //! within session timeout + horizon + 1 s; holders a fault leaving a quorum does not touch are
 //! measured; a holder no fault touches is never refused and keeps its lease.
 //!
@@ -106,12 +107,14 @@ impl History<'_> {
         let tick_ns = setup.scheme.tick_ns;
         // 1. A holder cut from the store (partitioned, on a split's minority side, or in an
         // outage) stops at its mark.
-        for f in faults
-            .iter()
-            .filter(|f| matches!(f.kind, Kind::Partition | Kind::Split | Kind::Outage))
-        {
+        for f in faults.iter().filter(|f| {
+            matches!(
+                f.kind,
+                Kind::Partition | Kind::Split | Kind::Outage | Kind::Freeze
+            )
+        }) {
             let stop_by = |s: usize| self.reach_of(s, f.start_ns) + 2 * tick_ns + STAMP_SLACK_NS;
-            let cut: Vec<usize> = if f.kind == Kind::Outage {
+            let cut: Vec<usize> = if matches!(f.kind, Kind::Outage | Kind::Freeze) {
                 (0..sidecars).collect()
             } else {
                 f.sidecar
@@ -194,10 +197,12 @@ impl History<'_> {
             // Judged only alone (a solo fault): another fault near could hold up or take away
             // the successor (a waiter killed after taking the slot, a restarted one ahead of it).
             let alone = !faults.iter().any(|g| !std::ptr::eq(g, f) && near(g));
-            // Every sidecar alive and not issuing when the holder was lost is a successor.
+            // Every sidecar of its pool alive and not issuing when the holder was lost is a
+            // successor.
             let waiting: Vec<usize> = (0..sidecars)
                 .filter(|&w| {
                     w != s
+                        && setup.pool(w) == setup.pool(s)
                         && !issuing_at(holds, w, f.start_ns)
                         && incarnations.iter().any(|i| {
                             i.sidecar == w

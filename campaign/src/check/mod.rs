@@ -11,7 +11,15 @@
 //!   a waiter's arrival), within the idle horizon otherwise; a waiting sidecar takes over a lost
 //!   holder's slot within session timeout + that horizon + 1 s; a holder no fault touches is
 //!   never refused while the ensemble has a quorum;
+//! - **availability after faults** (`recovery`): after a store freeze or outage, every
+//!   sidecar it stopped issues again within 2 s of the store answering; a full pool's killed
+//!   holder's replacement serves within session timeout + horizon + 2 s; a compaction stops
+//!   no one;
 //! - **liveness** at the end: checked by the campaign's closing probe (see `main.rs`).
+//!
+//! Sidecars compete in pools of their own (`procs::Pool`: trees of their own in the store),
+//! whose IDs may be equal when the layout has no cluster field: uniqueness, the fence and
+//! order are judged per pool and slot.
 //!
 //! This module holds what the checker is given and what it finds; each check is in its own
 //! submodule, the lease records it judges by in `holds`, the decoding of IDs in `decode`.
@@ -21,12 +29,14 @@ mod bounds;
 mod decode;
 mod holds;
 mod order;
+mod recovery;
 
 pub use holds::{holds, Hold};
+pub use recovery::{Recovery, Took};
 
 use crate::load::Op;
 use crate::nemesis::Fault;
-use crate::procs::Incarnation;
+use crate::procs::{Incarnation, Pool};
 use idcar::layout::{Layout, Scheme};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -41,6 +51,9 @@ pub struct Setup<'a> {
     pub scheme: Scheme,
     pub cluster: u64,
     pub medallion_base: u64,
+    /// The pools and their sidecars (none: every sidecar in one pool).
+    pub pools: &'a [Pool],
+    /// The sidecars' session timeout (with etcd: their lease TTL).
     pub session_timeout_ns: u64,
     pub horizon_ns: u64,
     /// The sidecars' --idle-horizon: how far ahead a mark may reach when no one waited.
@@ -63,6 +76,11 @@ impl<'a> Setup<'a> {
             other: None,
             ..*self
         })
+    }
+
+    /// The pool sidecar `s` competes in (an index into `pools`).
+    fn pool(&self, s: usize) -> usize {
+        crate::procs::pool_of(self.pools, s)
     }
 
     /// Whether `op`'s incarnation was started with the pool's other parameters.
@@ -130,6 +148,8 @@ pub struct Verdict {
     pub order_violations: usize,
     pub violations: Vec<Violation>,
     pub per_kind: BTreeMap<String, KindFigures>,
+    /// Availability after faults, per kind with a bound on the time to IDs again.
+    pub recovery: BTreeMap<String, Recovery>,
     /// Refused or unanswered requests during busy-neighbour faults (not judged: see issue 20).
     pub refusals_under_busy_neighbour: usize,
 }
@@ -160,24 +180,40 @@ pub fn check(
         ids_checked: ids.len(),
         ..Verdict::default()
     };
-    uniqueness(ops, ids, setup.layout.random_low_bits(), &mut v);
+    uniqueness(
+        ops,
+        ids,
+        setup.layout.random_low_bits(),
+        setup.pools,
+        &mut v,
+    );
     order::order(setup, ops, ids, incarnations, &mut v);
     attribution::attribution(setup, ops, ids, holds, &mut v);
     bounds::bounds(setup, ops, holds, faults, incarnations, &mut v);
+    recovery::recovery(setup, ops, holds, faults, incarnations, &mut v);
     v
 }
 
-/// No ID twice: sort (ID, op) pairs and compare neighbours. IDs are compared without their
-/// `random_low` bits (random bits and what derives from them): two IDs that differ only there
-/// are one ID issued twice.
-fn uniqueness(ops: &[Op], ids: &[u128], random_low: u32, v: &mut Verdict) {
-    let key = |i: u32| ids[i as usize].checked_shr(random_low).unwrap_or(0);
+/// No ID twice within a pool: sort (pool, ID) pairs and compare neighbours. IDs are compared
+/// without their `random_low` bits (random bits and what derives from them): two IDs that
+/// differ only there are one ID issued twice.
+fn uniqueness(ops: &[Op], ids: &[u128], random_low: u32, pools: &[Pool], v: &mut Verdict) {
     let mut owner = vec![0u32; ids.len()];
+    let mut pool = vec![0u8; ids.len()];
     for (i, op) in ops.iter().enumerate() {
-        for o in &mut owner[op.first..op.first + op.count] {
+        let p = crate::procs::pool_of(pools, op.sidecar) as u8;
+        for (o, q) in owner[op.first..op.first + op.count]
+            .iter_mut()
+            .zip(&mut pool[op.first..op.first + op.count])
+        {
             *o = i as u32;
+            *q = p;
         }
     }
+    let key = |i: u32| {
+        let id = ids[i as usize].checked_shr(random_low).unwrap_or(0);
+        (pool[i as usize], id)
+    };
     let mut order: Vec<u32> = (0..ids.len() as u32).collect();
     order.sort_unstable_by_key(|&i| key(i));
     for w in order.windows(2) {
@@ -205,6 +241,7 @@ mod tests {
     use super::*;
     use crate::load::Outcome;
     use crate::nemesis::Kind;
+    use crate::procs::Pool;
     use idcar::layout::lable64;
     use idcar::layout::{by_name, LayoutParams};
 
@@ -282,6 +319,7 @@ mod tests {
             scheme: layout.scheme(),
             cluster: 3,
             medallion_base: 0,
+            pools: &[],
             session_timeout_ns: 2 * S,
             horizon_ns: 4 * S,
             idle_horizon_ns: 30 * S,
@@ -386,6 +424,7 @@ mod tests {
                 scheme: pool.scheme(),
                 cluster: 0,
                 medallion_base: 0,
+                pools: &[],
                 session_timeout_ns: 2 * S,
                 horizon_ns: 4 * S,
                 idle_horizon_ns: 30 * S,
@@ -413,6 +452,7 @@ mod tests {
             skew_s: 0,
             start_ns: start,
             end_ns: end,
+            answered_ns: None,
         }
     }
 
@@ -586,10 +626,10 @@ mod tests {
         assert_ne!(a, b);
         let ops = vec![op(0, T0, 0, 1, true), op(1, T0 + MS, 1, 1, true)];
         let mut v = Verdict::default();
-        uniqueness(&ops, &[a, b], 32, &mut v);
+        uniqueness(&ops, &[a, b], 32, &[], &mut v);
         assert_eq!(v.duplicates, 1, "{:?}", v.violations);
         let mut v = Verdict::default();
-        uniqueness(&ops, &[a, uuid7_id(ms, 11, 1)], 32, &mut v);
+        uniqueness(&ops, &[a, uuid7_id(ms, 11, 1)], 32, &[], &mut v);
         assert_eq!(v.duplicates, 0);
     }
 
@@ -642,5 +682,257 @@ mod tests {
         // Layouts that do not promise order are not judged.
         let v = judge(&ops, &[id(ms, 1, 1, 3); 4], &[], &[]);
         assert!(!v.order_checked);
+    }
+
+    /// The pools of the availability tests: main (sidecars 0..3 for 2 slots: one waits),
+    /// idle (3 and 4, for 4 slots), full (5 and 6, for 2 slots).
+    fn pools() -> Vec<Pool> {
+        Pool::layout(3, 2, 1, 2, 2)
+    }
+
+    /// Judges with `pools()`, every sidecar's first incarnation alive throughout.
+    fn judge_pools(ops: &[Op], ids: &[u128], holds: &[Hold], faults: &[Fault]) -> Verdict {
+        let layout = by_name("lable64", LayoutParams::default()).expect("lable64");
+        let pools = pools();
+        let setup = Setup {
+            pools: &pools,
+            ..setup(layout.as_ref())
+        };
+        let incs: Vec<Incarnation> = (0..7).map(inc).collect();
+        check(&setup, ops, ids, holds, faults, &incs)
+    }
+
+    /// The times measured, ms.
+    fn times(r: &Recovery) -> Vec<f64> {
+        r.took.iter().map(|t| t.ms).collect()
+    }
+
+    fn store_fault(kind: Kind, start: u64, end: u64, answered: u64) -> Fault {
+        Fault {
+            sidecar: None,
+            answered_ns: Some(answered),
+            ..fault(kind, 0, start, end)
+        }
+    }
+
+    /// The same ID in two pools is not a duplicate (pools have trees of their own; layouts
+    /// without a cluster field issue equal IDs in them), twice in one pool it is.
+    #[test]
+    fn uniqueness_is_judged_per_pool() {
+        let ms = T0 / MS;
+        let a = id(ms, 1, 1, 3);
+        let pools = pools();
+        let twice = |other: usize| {
+            let ops = vec![op(0, T0, 0, 1, true), op(other, T0 + MS, 1, 1, true)];
+            let mut v = Verdict::default();
+            uniqueness(&ops, &[a, a], 0, &pools, &mut v);
+            v.duplicates
+        };
+        assert_eq!(twice(1), 1, "two sidecars of the main pool");
+        assert_eq!(twice(3), 0, "a main and an idle sidecar");
+        assert_eq!(twice(5), 0, "a main and a full sidecar");
+    }
+
+    /// Slot 1 of the idle pool is not slot 1 of the main pool: their leases do not fence each
+    /// other.
+    #[test]
+    fn the_fence_is_judged_per_pool() {
+        let ms = T0 / MS;
+        let ids = vec![id(ms + 900, 0, 1, 3), id(ms + 2_000, 5, 1, 3)];
+        let holds = |successor: usize| {
+            vec![
+                hold(0, 1, ms - 5_000, T0 - S, Some(T0 + S)),
+                hold(successor, 1, ms + 500, T0 + 1_500 * MS, None),
+            ]
+        };
+        let ops = |successor: usize| {
+            vec![
+                op(0, T0 + 900 * MS, 0, 1, true),
+                op(successor, T0 + 2 * S, 1, 1, true),
+            ]
+        };
+        // A fault that ends sidecar 0's lease (no successor judged).
+        let kill = [fault(Kind::Panic, 0, T0 + S, T0 + 2 * S)];
+        assert_eq!(
+            checks(&judge_pools(&ops(1), &ids, &holds(1), &kill)),
+            ["fence: a successor issues only above its predecessor's ticks"]
+        );
+        let v = judge_pools(&ops(3), &ids, &holds(3), &kill);
+        assert!(v.violations.is_empty(), "{:?}", v.violations);
+    }
+
+    /// The store frozen from T0 + 1 s to T0 + 4 s answers at T0 + 4.2 s; sidecar 3 of the idle
+    /// pool (its mark far ahead) serves through the freeze, is refused once the store answers
+    /// (its session gone) and serves again `after` the answer.
+    fn frozen_idle_holder(after: u64) -> Verdict {
+        let ms = T0 / MS;
+        let answered = T0 + 4_200 * MS;
+        let ops = vec![
+            op(3, T0, 0, 0, true),
+            op(3, T0 + 2 * S, 0, 0, true),
+            op(3, answered + 100 * MS, 0, 0, false),
+            op(3, answered + 300 * MS, 0, 0, false),
+            op(3, answered + after, 0, 0, true),
+        ];
+        let holds = vec![
+            hold(3, 1, ms - 5_000, T0 - S, Some(answered + 100 * MS)),
+            hold(3, 1, ms + 1_000, answered + after - MS, None),
+        ];
+        let freeze = store_fault(Kind::Freeze, T0 + S, T0 + 4 * S, answered);
+        judge_pools(&ops, &[], &holds, &[freeze])
+    }
+
+    #[test]
+    fn a_sidecar_a_frozen_store_stopped_must_issue_again_within_2_s_of_its_answer() {
+        let v = frozen_idle_holder(1_500 * MS);
+        assert!(v.violations.is_empty(), "{:?}", v.violations);
+        let r = &v.recovery["freeze"];
+        assert_eq!((r.faults, r.judged, r.broken), (1, 1, 0));
+        assert_eq!(times(r), [1_501.0]);
+        let v = frozen_idle_holder(37 * S);
+        assert_eq!(
+            checks(&v),
+            ["availability: IDs again within 2 s of the store answering"]
+        );
+        assert_eq!(v.recovery["freeze"].broken, 1);
+        assert_eq!(v.recovery["freeze"].worst().map(|t| t.ms), Some(37_001.0));
+        // Killed 10 s after the answer, before it issued again: at least 10 s, still late.
+        let answered = T0 + 4_200 * MS;
+        let ms = T0 / MS;
+        let ops = vec![
+            op(3, T0, 0, 0, true),
+            op(3, answered + 100 * MS, 0, 0, false),
+            op(3, answered + 37 * S, 0, 0, true),
+        ];
+        let holds = vec![hold(3, 1, ms - 5_000, T0 - S, Some(answered + 100 * MS))];
+        let faults = [
+            store_fault(Kind::Freeze, T0 + S, T0 + 4 * S, answered),
+            fault(Kind::Kill, 3, answered + 10 * S, answered + 11 * S),
+        ];
+        let v = judge_pools(&ops, &[], &holds, &faults);
+        let worst = v.recovery["freeze"].worst().expect("measured");
+        assert_eq!((worst.ms, worst.at_least), (10_000.0, true));
+        assert_eq!(
+            checks(&v),
+            ["availability: IDs again within 2 s of the store answering"]
+        );
+    }
+
+    /// In a pool where sidecars wait, a waiter that takes the place of a holder the fault
+    /// stopped counts: the pool serves with as many sidecars as before.
+    #[test]
+    fn a_waiter_taking_a_stopped_holders_place_counts() {
+        let ms = T0 / MS;
+        let answered = T0 + 6 * S;
+        let took = |after: u64| {
+            let ops = vec![
+                op(0, T0, 0, 0, true),
+                op(1, T0, 0, 0, true),
+                op(2, T0, 0, 0, false),
+                // Holder 0 refused from the outage on, and never again serves.
+                op(0, T0 + 2 * S, 0, 0, false),
+                op(0, answered + 3 * S, 0, 0, false),
+                op(1, answered + 100 * MS, 0, 0, true),
+                // The waiter serves in its place.
+                op(2, answered + after, 0, 0, true),
+            ];
+            let holds = vec![
+                hold(0, 1, ms - 5_000, T0 - S, Some(T0 + 2 * S)),
+                hold(1, 2, ms - 5_000, T0 - S, None),
+                hold(2, 1, ms + 4_000, answered + after - MS, None),
+            ];
+            let outage = store_fault(Kind::Outage, T0 + S, T0 + 5 * S, answered);
+            judge_pools(&ops, &[], &holds, &[outage])
+        };
+        let v = took(800 * MS);
+        assert!(v.violations.is_empty(), "{:?}", v.violations);
+        assert_eq!(times(&v.recovery["outage"]), [801.0]);
+        assert_eq!(v.recovery["outage"].watched, 2);
+        assert_eq!(
+            checks(&took(5 * S)),
+            ["availability: IDs again within 2 s of a restarted store answering, and 1 s for its cold start"]
+        );
+    }
+
+    /// A holder of the full pool killed at T0 + 1 s and replaced at once: the replacement
+    /// serves within session timeout + horizon + 2 s (8 s here) of the kill.
+    #[test]
+    fn a_full_pools_replacement_must_serve_within_the_bound() {
+        let ms = T0 / MS;
+        let kill = T0 + S;
+        let replaced = |after: u64| {
+            let ops = vec![
+                op(5, T0, 0, 0, true),
+                op(6, T0, 0, 0, true),
+                op(5, kill + 10 * MS, 0, 0, false),
+                op(5, kill + 3 * S, 0, 0, false),
+                op(6, kill + 3 * S, 0, 0, true),
+                op(5, kill + after, 0, 0, true),
+            ];
+            let holds = vec![
+                hold(5, 0, ms - 5_000, T0 - S, Some(kill)),
+                hold(6, 1, ms - 5_000, T0 - S, None),
+                hold(5, 0, ms + 5_000, kill + after - MS, None),
+            ];
+            let f = fault(Kind::FullKill, 5, kill, kill + S);
+            judge_pools(&ops, &[], &holds, &[f])
+        };
+        let v = replaced(7 * S);
+        assert!(v.violations.is_empty(), "{:?}", v.violations);
+        let r = &v.recovery["full-kill"];
+        assert_eq!(
+            (r.judged, r.bound_ms, times(r)),
+            (1, 8_000.0, vec![7_001.0])
+        );
+        assert_eq!(
+            checks(&replaced(57 * S)),
+            [
+                "availability: a full pool's replacement serves within session timeout + \
+                 horizon + 2 s"
+            ]
+        );
+        // Another fault on the pool near it blurs the measure: not judged.
+        let mut ops = vec![op(5, T0, 0, 0, true), op(5, kill + 57 * S, 0, 0, true)];
+        ops.push(op(5, kill + 10 * MS, 0, 0, false));
+        let holds = vec![hold(5, 0, ms - 5_000, T0 - S, Some(kill))];
+        let faults = [
+            fault(Kind::FullKill, 5, kill, kill + S),
+            fault(Kind::Stop, 6, kill + 2 * S, kill + 4 * S),
+        ];
+        let v = judge_pools(&ops, &[], &holds, &faults);
+        assert_eq!(v.recovery["full-kill"].judged, 0);
+        assert!(v.violations.is_empty(), "{:?}", v.violations);
+    }
+
+    /// A compaction must stop no sidecar that was issuing.
+    #[test]
+    fn a_compaction_that_stops_a_holder_is_flagged() {
+        let ms = T0 / MS;
+        let compaction = fault(Kind::Compact, 0, T0 + S, T0 + 2 * S);
+        let compaction = Fault {
+            sidecar: None,
+            ..compaction
+        };
+        let mut ops = vec![
+            op(3, T0, 0, 0, true),
+            op(3, T0 + 1_500 * MS, 0, 0, true),
+            op(4, T0, 0, 0, true),
+            op(4, T0 + 1_500 * MS, 0, 0, true),
+        ];
+        let holds = vec![
+            hold(3, 1, ms - 5_000, T0 - S, None),
+            hold(4, 2, ms - 5_000, T0 - S, None),
+        ];
+        let v = judge_pools(&ops, &[], &holds, std::slice::from_ref(&compaction));
+        assert!(v.violations.is_empty(), "{:?}", v.violations);
+        assert_eq!(
+            (v.recovery["compact"].watched, v.recovery["compact"].broken),
+            (2, 0)
+        );
+        ops.push(op(4, T0 + 1_600 * MS, 0, 0, false));
+        ops.push(op(4, T0 + 1_700 * MS, 0, 0, true));
+        let v = judge_pools(&ops, &[], &holds, &[compaction]);
+        assert_eq!(checks(&v), ["availability: a compaction stops no sidecar"]);
+        assert_eq!(times(&v.recovery["compact"]), [101.0]);
     }
 }

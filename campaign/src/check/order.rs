@@ -24,8 +24,8 @@ struct Span {
     max: u128,
 }
 
-/// Spans are compared within a group: one slot of one cluster, one clock.
-type Group = (u64, u64, i64);
+/// Spans are compared within a group: one slot of one cluster of one pool, one clock.
+type Group = (usize, u64, u64, i64);
 
 pub(super) fn order(
     setup: &Setup,
@@ -63,7 +63,7 @@ pub(super) fn order(
         for &id in &ids[op.first..op.first + op.count] {
             // An ID that does not decode is attribution's to report.
             let Ok(f) = fields(decode, id) else { continue };
-            let group = (f.cluster, f.slot, clock);
+            let group = (setup.pool(op.sidecar), f.cluster, f.slot, clock);
             match mine.get_mut(&group) {
                 Some(s) => {
                     if id <= s.max {
@@ -93,7 +93,7 @@ pub(super) fn order(
             groups.entry(group).or_default().push(span);
         }
     }
-    for ((_, slot, _), mut spans) in groups {
+    for ((_, _, slot, _), mut spans) in groups {
         // Sweep the requests by when they were sent, keeping the greatest ID of every request
         // answered before then.
         spans.sort_unstable_by_key(|s| s.start_ns);

@@ -2,11 +2,12 @@
 //! a sidecar asked to exit is restarted once it has).
 
 use super::lock::{self, StaticPair};
-use super::operator::store_op;
+use super::operator::{probe_store, store_op};
 use super::{refused_at_start, Nemesis};
-use crate::procs::{Cluster, SidecarSpec};
+use crate::procs::{now_ns, Cluster, SidecarSpec};
 use anyhow::Result;
 use nix::sys::signal::Signal;
+use std::io::Read;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
@@ -24,6 +25,16 @@ pub(super) enum Heal {
         s: usize,
     },
     Launch(Vec<usize>),
+    /// Every node started again after an outage; then `Probe`.
+    Relaunch(Vec<usize>),
+    /// The store's frozen nodes continued (SIGCONT); then `Probe`.
+    Thaw(Vec<usize>),
+    /// A probe of the store (`store-op probe`) saying when it answered again; the fault
+    /// healed at `healed_ns`.
+    Probe {
+        child: Child,
+        healed_ns: u64,
+    },
     /// Wait (bounded) for a sidecar to exit (`how`: what ends it — a SIGTERM, a planted
     /// panic), then start it with `skew`.
     AfterExit {
@@ -73,6 +84,47 @@ impl Nemesis {
             Heal::Launch(nodes) => {
                 for &k in nodes.iter() {
                     cl.zk.launch(k)?;
+                }
+            }
+            Heal::Relaunch(nodes) | Heal::Thaw(nodes) => {
+                let (nodes, thaw) = (nodes.clone(), matches!(heal, Heal::Thaw(_)));
+                for &k in &nodes {
+                    if thaw {
+                        cl.zk.signal(k, Signal::SIGCONT);
+                    } else {
+                        cl.zk.launch(k)?;
+                    }
+                }
+                let healed_ns = now_ns();
+                let child = probe_store(cl, spec)?;
+                self.active[i].heal = Heal::Probe { child, healed_ns };
+                return self.heal_again(i, cl, spec, now);
+            }
+            Heal::Probe { child, healed_ns } => {
+                let healed_ns = *healed_ns;
+                match child.try_wait() {
+                    Ok(None) if !now => return Ok(false),
+                    Ok(None) => {
+                        let _ = child.wait();
+                    }
+                    _ => {}
+                }
+                let mut said = String::new();
+                if let Some(out) = child.stdout.as_mut() {
+                    let _ = out.read_to_string(&mut said);
+                }
+                let f = &mut self.active[i].fault;
+                f.end_ns = healed_ns;
+                f.answered_ns = said
+                    .trim()
+                    .strip_prefix("answered ")
+                    .and_then(|t| t.parse().ok());
+                if f.answered_ns.is_none() {
+                    eprintln!(
+                        "campaign: the store did not answer a probe after the {} fault: {}",
+                        f.kind.name(),
+                        said.trim()
+                    );
                 }
             }
             Heal::Unskew { s } => {

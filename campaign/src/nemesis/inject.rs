@@ -4,7 +4,7 @@
 
 use super::heal::Heal;
 use super::{Active, Fault, Kind, Nemesis, ENSEMBLE_REST};
-use crate::procs::{now_ns, Cluster, SidecarSpec};
+use crate::procs::{now_ns, Cluster, SidecarSpec, Store};
 use anyhow::Result;
 use nix::sys::signal::Signal;
 use rand::rngs::StdRng;
@@ -37,7 +37,7 @@ impl Nemesis {
         let free: Vec<usize> = (0..cl.sidecars.len())
             .filter(|&s| !self.busy_sidecar(s) && cl.sidecars[s].running())
             .collect();
-        let Some(kind) = self.choose_kind(&free) else {
+        let Some(kind) = self.choose_kind(&free, spec) else {
             return Ok(());
         };
         let target = free.choose(&mut self.rng).copied();
@@ -50,6 +50,7 @@ impl Nemesis {
             skew_s: 0,
             start_ns: now_ns(),
             end_ns: 0,
+            answered_ns: None,
         };
         let Some((after, heal)) = self.inject(cl, spec, target, &free, &mut fault)? else {
             return Ok(());
@@ -67,7 +68,7 @@ impl Nemesis {
 
     /// A kind of fault possible now, at random (`free`: the running sidecars no fault
     /// targets); `None` if there is none.
-    fn choose_kind(&mut self, free: &[usize]) -> Option<Kind> {
+    fn choose_kind(&mut self, free: &[usize], spec: &SidecarSpec) -> Option<Kind> {
         let ensemble_free = !self.active.iter().any(|a| a.fault.kind.ensemble())
             && self.ensemble_quiet_since.elapsed() >= ENSEMBLE_REST;
         let busy_free = !self
@@ -75,16 +76,26 @@ impl Nemesis {
             .iter()
             .any(|a| matches!(a.fault.kind, Kind::Busy | Kind::Mark | Kind::Params));
         let no_busy = !self.active.iter().any(|a| a.fault.kind == Kind::Busy);
+        let main_free = free.iter().any(|s| spec.pools[0].sidecars.contains(s));
+        // Every sidecar of the full pool free (none under a fault, so each may hold its slot).
+        let full_free = spec
+            .pools
+            .iter()
+            .any(|p| p.name == "full" && p.sidecars.clone().all(|s| free.contains(&s)));
         let possible: Vec<Kind> = self
             .kinds
             .iter()
             .copied()
             .filter(|k| match k {
-                Kind::Split | Kind::Leader | Kind::Outage | Kind::Params => ensemble_free,
+                Kind::Split | Kind::Leader | Kind::Outage | Kind::Params | Kind::Freeze => {
+                    ensemble_free
+                }
+                Kind::Compact => ensemble_free && spec.store == Store::Etcd,
+                Kind::FullKill => ensemble_free && no_busy && full_free,
                 // Alone: every sidecar is frozen, none may be mid-restart.
                 Kind::Restore => ensemble_free && self.snapshot.is_some() && self.active.is_empty(),
-                Kind::Reconfigure => ensemble_free && !free.is_empty(),
-                Kind::Mark => ensemble_free && no_busy && !free.is_empty(),
+                Kind::Reconfigure => ensemble_free && main_free,
+                Kind::Mark => ensemble_free && no_busy && main_free,
                 Kind::Busy => busy_free,
                 _ => !free.is_empty(),
             })
@@ -103,6 +114,12 @@ impl Nemesis {
         fault: &mut Fault,
     ) -> Result<Started> {
         let sidecar = || target.expect("a free sidecar");
+        // The operator's faults on sidecars act on the main pool.
+        let main: Vec<usize> = free
+            .iter()
+            .copied()
+            .filter(|s| spec.pools[0].sidecars.contains(s))
+            .collect();
         match fault.kind {
             Kind::Partition => self.cut_sidecar(cl, sidecar(), fault),
             Kind::Split => self.split(cl, free, fault),
@@ -114,14 +131,25 @@ impl Nemesis {
             Kind::Clock => self.step_clock(cl, spec, sidecar(), fault),
             Kind::Term => Ok(self.term_sidecar(cl, sidecar(), fault)),
             Kind::Params => Ok(self.delete_params(cl, spec, fault)),
-            Kind::Mark => Ok(self.touch_mark(cl, spec, free, fault)),
+            Kind::Mark => Ok(self.touch_mark(cl, spec, &main, fault)),
             Kind::Panic => self.plant_panic(cl, spec, sidecar(), fault),
             Kind::Abandon => self.plant_abandon(cl, spec, sidecar(), fault),
-            Kind::Reconfigure => self.reconfigure(cl, spec, sidecar(), free, fault),
+            Kind::Reconfigure => {
+                let target = match target.filter(|t| main.contains(t)) {
+                    Some(t) => t,
+                    None => *main
+                        .choose(&mut self.rng)
+                        .expect("a free sidecar of the pool"),
+                };
+                self.reconfigure(cl, spec, target, &main, fault)
+            }
             Kind::Lock => self.start_lock(spec, fault),
             Kind::Disagree => self.restart_disagreeing(cl, spec, sidecar(), fault),
             Kind::Release => self.cut_release(cl, sidecar(), fault),
             Kind::Busy => self.start_busy(),
+            Kind::Freeze => Ok(self.freeze(cl, fault)),
+            Kind::Compact => Ok(self.compact(cl, fault)),
+            Kind::FullKill => self.full_kill(cl, spec, free, fault),
             Kind::Upgrade => anyhow::bail!("moves between versions are scheduled, not drawn"),
         }
     }

@@ -56,6 +56,15 @@ pub enum Kind {
     /// started beside the sidecars; an operator deletes its lock file and starts a second one
     /// on the same state file, which must be refused while the first serves on.
     Lock,
+    /// SIGSTOP every store node past the sidecars' session timeout (etcd: lease TTL), then
+    /// SIGCONT: the store comes back with every session expired.
+    Freeze,
+    /// etcd only: compact the store's history at its current revision (watches of older
+    /// revisions are cancelled).
+    Compact,
+    /// In the full pool (every slot held, nobody waiting, each holder checked to serve):
+    /// kill -9 a holder and start its replacement at once.
+    FullKill,
     /// A sidecar moved between idcar versions (`--previous-idcar`): a graceful restart on the
     /// other binary. Scheduled by the campaign, never drawn.
     #[value(skip)]
@@ -63,7 +72,7 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub const ALL: [Kind; 18] = [
+    pub const ALL: [Kind; 21] = [
         Kind::Partition,
         Kind::Split,
         Kind::Kill,
@@ -82,6 +91,9 @@ impl Kind {
         Kind::Abandon,
         Kind::Reconfigure,
         Kind::Lock,
+        Kind::Freeze,
+        Kind::Compact,
+        Kind::FullKill,
     ];
 
     pub fn name(self) -> &'static str {
@@ -104,6 +116,9 @@ impl Kind {
             Kind::Abandon => "abandon",
             Kind::Reconfigure => "reconfigure",
             Kind::Lock => "lock",
+            Kind::Freeze => "freeze",
+            Kind::Compact => "compact",
+            Kind::FullKill => "full-kill",
             Kind::Upgrade => "upgrade",
         }
     }
@@ -111,12 +126,14 @@ impl Kind {
     /// At most one of these at a time. An operator's fault on the store counts too: a lowered
     /// mark is written back by a holder that can reach the store, so it never overlaps a fault
     /// that could cost its holder the session before then (outage, split, busy neighbour).
-    pub(super) fn ensemble(self) -> bool {
+    pub fn ensemble(self) -> bool {
         matches!(
             self,
             Kind::Split
                 | Kind::Leader
                 | Kind::Outage
+                | Kind::Freeze
+                | Kind::Compact
                 | Kind::Params
                 | Kind::Mark
                 | Kind::Restore
@@ -125,13 +142,17 @@ impl Kind {
     }
 
     /// Whether the fault may cost any sidecar its lease, not only the one it targets: an
-    /// outage, the busy neighbour, and a split (a silent cut of a server costs the clients
-    /// connected to it their session when the session timeout is short: see
-    /// docs/zookeeper.md#bounds; which sidecars those were, the campaign does not know).
+    /// outage or a freeze, the busy neighbour, and a split (a silent cut of a server costs the
+    /// clients connected to it their session when the session timeout is short: see
+    /// docs/zookeeper.md#bounds; which sidecars those were, the campaign does not know). A
+    /// compaction must cost none: it counts here so that the availability check, which holds
+    /// it to that, judges the holders around it, not the check of untouched holders.
     pub fn touches_all(self) -> bool {
         matches!(
             self,
             Kind::Outage
+                | Kind::Freeze
+                | Kind::Compact
                 | Kind::Busy
                 | Kind::Split
                 | Kind::Params
@@ -157,6 +178,10 @@ pub struct Fault {
     pub skew_s: i64,
     pub start_ns: u64,
     pub end_ns: u64,
+    /// When the store first answered a probe after the fault healed (a freeze, an outage):
+    /// what the availability bounds count from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub answered_ns: Option<u64>,
 }
 
 impl Fault {

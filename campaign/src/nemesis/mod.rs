@@ -5,7 +5,8 @@
 //! This module holds the nemesis's state and its steps (storms, solo faults, noticing
 //! sidecars that exit by themselves); the faults themselves are in the submodules: which
 //! fault starts and how (`inject`, `sidecar`, `store`, `operator`, `lock`, `busy`) and how
-//! each is healed (`heal`).
+//! each is healed (`heal`; after a freeze or an outage, a probe says when the store answered
+//! again, which the availability bounds count from).
 
 mod busy;
 mod heal;
@@ -35,6 +36,7 @@ struct Active {
 
 /// Timings the nemesis needs.
 pub struct Timing {
+    /// The sidecars' session timeout (with etcd: their lease TTL), as they are given it.
     pub session_timeout: Duration,
     /// What a successor may need after a loss (session timeout + horizon + 1 s): the quiet
     /// time around a solo fault, so its effects can be judged against the bounds.
@@ -129,7 +131,10 @@ impl Nemesis {
         while i < self.active.len() {
             if self.active[i].heal_at <= now && self.try_heal(i, cl, spec, false)? {
                 let mut a = self.active.remove(i);
-                a.fault.end_ns = now_ns();
+                // Unless its heal said when it healed (before waiting for the store to answer).
+                if a.fault.end_ns == 0 {
+                    a.fault.end_ns = now_ns();
+                }
                 if a.fault.kind.ensemble() {
                     self.ensemble_quiet_since = Instant::now();
                 }
@@ -230,7 +235,9 @@ impl Nemesis {
         while !self.active.is_empty() {
             if self.try_heal(0, cl, spec, true)? {
                 let mut a = self.active.remove(0);
-                a.fault.end_ns = now_ns();
+                if a.fault.end_ns == 0 {
+                    a.fault.end_ns = now_ns();
+                }
                 self.done.push(a.fault);
             }
         }
@@ -252,6 +259,7 @@ impl Drop for Nemesis {
             let children = match &mut a.heal {
                 Heal::Busy(child) => vec![child],
                 Heal::Lock(p) => vec![&mut p.first, &mut p.second],
+                Heal::Probe { child, .. } => vec![child],
                 _ => vec![],
             };
             for child in children {

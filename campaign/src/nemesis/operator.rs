@@ -5,10 +5,10 @@
 use super::heal::Heal;
 use super::inject::{secs, Started};
 use super::{Fault, Nemesis};
-use crate::procs::{Cluster, SidecarSpec};
-use anyhow::Result;
+use crate::procs::{Cluster, SidecarSpec, MAIN_ROOT};
+use anyhow::{Context, Result};
 use rand::Rng;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 impl Nemesis {
@@ -121,8 +121,8 @@ impl Nemesis {
     }
 }
 
-/// Runs an operator's operation on the store (see `storeop.rs`) inside the namespace of a
-/// store node that is up: what it did, or `None` if it could not run.
+/// Runs an operator's operation on the main pool's store (see `storeop.rs`) inside the
+/// namespace of a store node that is up: what it did, or `None` if it could not run.
 pub(super) fn store_op(
     cl: &Cluster,
     spec: &SidecarSpec,
@@ -131,28 +131,31 @@ pub(super) fn store_op(
     seed: u64,
     only: &[String],
 ) -> Option<String> {
-    let i = (0..cl.zk.nodes.len()).find(|&i| cl.zk.is_up(i))?;
-    let store = match cl.zk.store {
-        crate::procs::Store::Zookeeper => "zookeeper",
-        crate::procs::Store::Etcd => "etcd",
-    };
-    let out = Command::new("ip")
-        .args(["netns", "exec", &cl.zk.nodes[i].host.ns, "timeout", "15"])
-        .arg(std::env::current_exe().ok()?)
-        .arg("store-op")
-        .args([
-            store,
-            &cl.zk.connect(),
-            &spec.layout,
-            &spec.cluster.to_string(),
-            op,
-            &lower_by.to_string(),
-            &seed.to_string(),
-        ])
-        .args(only)
-        .stdin(Stdio::null())
-        .output()
-        .ok()?;
+    store_op_in(cl, spec, MAIN_ROOT, op, lower_by, seed, only)
+}
+
+/// [`store_op`] on the pool whose tree is at `root`.
+pub(super) fn store_op_in(
+    cl: &Cluster,
+    spec: &SidecarSpec,
+    root: &str,
+    op: &str,
+    lower_by: u64,
+    seed: u64,
+    only: &[String],
+) -> Option<String> {
+    let out = store_op_command(
+        cl,
+        spec,
+        root,
+        op,
+        15,
+        &[&lower_by.to_string(), &seed.to_string()],
+    )?
+    .args(only)
+    .stdin(Stdio::null())
+    .output()
+    .ok()?;
     let said = String::from_utf8_lossy(&out.stdout).trim().to_string();
     if !out.status.success() || said.is_empty() {
         eprintln!(
@@ -162,4 +165,44 @@ pub(super) fn store_op(
         return None;
     }
     Some(said)
+}
+
+/// Starts a probe of the store (`store-op probe`, bounded to a minute) that prints when the
+/// store first answered; read once it has exited.
+pub(super) fn probe_store(cl: &Cluster, spec: &SidecarSpec) -> Result<Child> {
+    let mut cmd = store_op_command(cl, spec, MAIN_ROOT, "probe", 70, &["0", "0"])
+        .context("no store node to probe from")?;
+    Ok(cmd.stdin(Stdio::null()).stdout(Stdio::piped()).spawn()?)
+}
+
+/// `idcar-campaign store-op` for `op` on the pool at `root`, inside the namespace of a store
+/// node that is up, bounded to `limit` seconds (`rest`: its arguments after the operation).
+fn store_op_command(
+    cl: &Cluster,
+    spec: &SidecarSpec,
+    root: &str,
+    op: &str,
+    limit: u32,
+    rest: &[&str],
+) -> Option<Command> {
+    let i = (0..cl.zk.nodes.len()).find(|&i| cl.zk.is_up(i))?;
+    let store = match cl.zk.store {
+        crate::procs::Store::Zookeeper => "zookeeper",
+        crate::procs::Store::Etcd => "etcd",
+    };
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", &cl.zk.nodes[i].host.ns, "timeout"])
+        .arg(limit.to_string())
+        .arg(std::env::current_exe().ok()?)
+        .arg("store-op")
+        .args([
+            store,
+            &cl.zk.connect(),
+            root,
+            &spec.layout,
+            &spec.cluster.to_string(),
+            op,
+        ])
+        .args(rest);
+    Some(cmd)
 }

@@ -1,12 +1,14 @@
 //! Faults on one sidecar's process: killed, stopped, terminated, restarted with its clock
-//! stepped, with a planted panic or abandoned release, or with parameters that disagree.
+//! stepped, with a planted panic or abandoned release, or with parameters that disagree; and
+//! a holder of the full pool killed and replaced at once.
 
 use super::heal::Heal;
 use super::inject::{secs, Started};
 use super::{Fault, Nemesis};
-use crate::procs::{Cluster, SidecarSpec};
+use crate::procs::{now_ns, Cluster, SidecarSpec};
 use anyhow::Result;
 use nix::sys::signal::Signal;
+use rand::seq::IndexedRandom;
 use rand::Rng;
 use std::time::{Duration, Instant};
 
@@ -21,6 +23,39 @@ impl Nemesis {
         fault.sidecar = Some(s);
         cl.sidecars[s].kill9("kill -9");
         Some((secs(&mut self.rng, 0.5, 3.0), Heal::Restart { s, skew: 0 }))
+    }
+
+    /// Full kill: in the full pool, when every one of its sidecars is free and serves (every
+    /// slot held, nobody waiting), one of them killed (kill -9) and its replacement started
+    /// at once. `None` if the pool is not full.
+    pub(super) fn full_kill(
+        &mut self,
+        cl: &mut Cluster,
+        spec: &SidecarSpec,
+        free: &[usize],
+        fault: &mut Fault,
+    ) -> Result<Started> {
+        let Some(pool) = spec.pools.iter().find(|p| p.name == "full") else {
+            return Ok(None);
+        };
+        let members: Vec<usize> = pool.sidecars.clone().collect();
+        let full = members.iter().all(|s| free.contains(s))
+            && members
+                .iter()
+                .all(|&s| crate::report::serves(&cl.sidecars[s].socket));
+        let Some(&s) = members.choose(&mut self.rng).filter(|_| full) else {
+            eprintln!("campaign: full-kill: the full pool is not full now");
+            return Ok(None);
+        };
+        fault.sidecar = Some(s);
+        fault.did = format!(
+            "kill -9 of a holder in the full pool ({} slots, all held), replaced at once",
+            pool.size
+        );
+        fault.start_ns = now_ns();
+        cl.sidecars[s].kill9("kill -9 (full pool)");
+        cl.sidecars[s].spawn(spec, 0)?;
+        Ok(Some((secs(&mut self.rng, 1.0, 2.0), Heal::Nothing)))
     }
 
     /// Stop: sidecar `s` stopped (SIGSTOP) past its session timeout, then continued.

@@ -1,10 +1,10 @@
 //! Faults on the store's nodes: the leader killed, an outage of every node (when a snapshot
-//! of the store may be taken), and a restore from such a snapshot by the documented
-//! procedure.
+//! of the store may be taken), every node frozen past the sessions, the history compacted
+//! (etcd), and a restore from a snapshot by the documented procedure.
 
 use super::heal::Heal;
 use super::inject::{secs, Started};
-use super::operator::store_op;
+use super::operator::store_op_in;
 use super::{Fault, Nemesis};
 use crate::procs::{now_ns, Cluster, SidecarSpec};
 use anyhow::Result;
@@ -40,7 +40,44 @@ impl Nemesis {
             }
             self.snapshot = Some((dir, now_ns()));
         }
-        Ok(Some((secs(&mut self.rng, 2.0, 6.0), Heal::Launch(all))))
+        // Started again, then probed until the store answers.
+        Ok(Some((secs(&mut self.rng, 2.0, 6.0), Heal::Relaunch(all))))
+    }
+
+    /// Freeze: every store node stopped (SIGSTOP) past the sidecars' session timeout (etcd:
+    /// their lease TTL), then continued and probed until the store answers: it comes back
+    /// with the sessions of every sidecar expired.
+    pub(super) fn freeze(&mut self, cl: &mut Cluster, fault: &mut Fault) -> Started {
+        let all: Vec<usize> = (0..cl.zk.nodes.len()).collect();
+        for &k in &all {
+            cl.zk.signal(k, Signal::SIGSTOP);
+        }
+        // The store is cut once every node has stopped (a loaded machine delivers a stop
+        // signal to a busy process's threads in tens of milliseconds, while the others still
+        // commit): the cut holders' bound counts from then. At most a second.
+        for _ in 0..200 {
+            if all.iter().all(|&k| cl.zk.stopped(k)) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        fault.start_ns = now_ns();
+        let past = self.timing.session_timeout + secs(&mut self.rng, 0.5, 2.0);
+        fault.did = format!("every node stopped for {:.1} s", past.as_secs_f64());
+        Some((past, Heal::Thaw(all)))
+    }
+
+    /// Compact (etcd): the store's history compacted at its current revision. `None` if
+    /// etcdctl could not.
+    pub(super) fn compact(&mut self, cl: &mut Cluster, fault: &mut Fault) -> Started {
+        match cl.zk.compact() {
+            Ok(did) => fault.did = did,
+            Err(e) => {
+                eprintln!("campaign: compact: {e:#}");
+                return None;
+            }
+        }
+        Some((secs(&mut self.rng, 1.0, 2.0), Heal::Nothing))
     }
 
     /// Restore: every sidecar frozen, the store's data replaced by the snapshot and the store
@@ -73,14 +110,19 @@ impl Nemesis {
             cl.zk.launch(k)?;
         }
         let up = cl.zk.wait_leader(Duration::from_secs(30));
-        let mut did = None;
-        for _ in 0..10 {
-            let seed = self.rng.random();
-            did = store_op(cl, spec, "delete-params", 0, seed, &[]);
-            if did.as_deref().is_some_and(|d| d.starts_with("deleted")) {
-                break;
+        // The procedure's step for every pool in the store.
+        let mut said = Vec::new();
+        for pool in &spec.pools {
+            let mut did = None;
+            for _ in 0..10 {
+                let seed = self.rng.random();
+                did = store_op_in(cl, spec, pool.root, "delete-params", 0, seed, &[]);
+                if did.as_deref().is_some_and(|d| d.starts_with("deleted")) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(500));
             }
-            std::thread::sleep(Duration::from_millis(500));
+            said.push(did.unwrap_or_else(|| format!("{} params NOT deleted", pool.root)));
         }
         for &s in &running {
             cl.sidecars[s].signal(Signal::SIGCONT);
@@ -88,7 +130,7 @@ impl Nemesis {
         fault.did = format!(
             "restored the snapshot of {:.1} s ago (store up: {up}); {}",
             (now_ns().saturating_sub(taken)) as f64 / 1e9,
-            did.unwrap_or_else(|| "params NOT deleted".into())
+            said.join("; ")
         );
         Ok(Some((secs(&mut self.rng, 1.0, 2.0), Heal::Nothing)))
     }

@@ -7,6 +7,7 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// The ZooKeeper client port inside every ZooKeeper namespace.
@@ -23,10 +24,32 @@ pub enum Store {
     Etcd,
 }
 
+/// The directory of the newest supported etcd release's `etcd` and `etcdctl`, as `etcd/lib.sh`
+/// finds them in the store cache (`tests/ensure-deps.sh` builds them); found once.
+fn etcd_dir() -> Result<&'static Path> {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    if let Some(dir) = DIR.get() {
+        return Ok(dir);
+    }
+    let lib = crate::workspace().join("etcd/lib.sh");
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(format!(". \"{}\" && etcd_bin etcd", lib.display()))
+        .stdin(Stdio::null())
+        .output()?;
+    if !out.status.success() {
+        bail!("{}", String::from_utf8_lossy(&out.stderr).trim_end());
+    }
+    let etcd = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim_end());
+    let dir = etcd.parent().context("etcd's directory")?.to_path_buf();
+    Ok(DIR.get_or_init(|| dir))
+}
+
 /// Runs `etcdctl` against the member in namespace `ns` (bounded to a second or two).
 fn etcdctl(ns: &str, args: &[&str]) -> Result<String> {
     let out = Command::new("ip")
-        .args(["netns", "exec", ns, "timeout", "3", "etcdctl"])
+        .args(["netns", "exec", ns, "timeout", "3"])
+        .arg(etcd_dir()?.join("etcdctl"))
         .arg(format!("--endpoints=127.0.0.1:{ETCD_PORT}"))
         .args(["--dial-timeout=1s", "--command-timeout=1s"])
         .args(args)
@@ -148,7 +171,8 @@ impl Ensemble {
             format!("http://{}:{ETCD_PEER_PORT}", n.host.addr),
         );
         let child = Command::new("ip")
-            .args(["netns", "exec", &n.host.ns, "etcd"])
+            .args(["netns", "exec", &n.host.ns])
+            .arg(etcd_dir()?.join("etcd"))
             .args(["--name", &format!("etcd{}", i + 1)])
             .arg("--data-dir")
             .arg(n.dir.join("data"))
@@ -169,7 +193,7 @@ impl Ensemble {
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
-            .context("cannot run etcd (Debian package etcd-server)")?;
+            .context("cannot run etcd")?;
         // `ip netns exec` execs etcd: the child is etcd itself. Reaped by `kill`.
         n.pid = Some(child.id() as i32);
         std::mem::forget(child);
@@ -256,6 +280,45 @@ impl Ensemble {
                 std::thread::sleep(Duration::from_millis(20));
             }
         }
+    }
+
+    /// Sends `sig` to node `i` (if it runs): SIGSTOP freezes it, SIGCONT thaws it.
+    pub fn signal(&self, i: usize, sig: Signal) {
+        if let Some(pid) = self.nodes[i].pid {
+            let _ = kill(Pid::from_raw(pid), sig);
+        }
+    }
+
+    /// Whether node `i` is stopped (SIGSTOP delivered: its state in `/proc` is `T`); a node
+    /// not running counts as stopped.
+    pub fn stopped(&self, i: usize) -> bool {
+        let Some(pid) = self.nodes[i].pid else {
+            return true;
+        };
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // `pid (comm) S ...`: the state follows the last ')'.
+        stat.rsplit_once(')')
+            .is_none_or(|(_, rest)| rest.trim_start().starts_with(['T', 't']))
+    }
+
+    /// etcd only: compacts the store's history at its current revision (through `etcdctl`,
+    /// on a member that is up), as an operator or etcd's own auto-compaction does; what it
+    /// did.
+    pub fn compact(&self) -> Result<String> {
+        if self.store != Store::Etcd {
+            bail!("only etcd compacts its history");
+        }
+        let i = (0..self.nodes.len())
+            .find(|&i| self.is_up(i))
+            .context("no etcd member is up")?;
+        let ns = &self.nodes[i].host.ns;
+        // A linearizable read says the current revision in its header.
+        let read = etcdctl(ns, &["get", "/", "-w", "json"])?;
+        let revision = serde_json::from_str::<serde_json::Value>(&read)?["header"]["revision"]
+            .as_u64()
+            .context("no revision in etcdctl's answer")?;
+        etcdctl(ns, &["compaction", &revision.to_string()])?;
+        Ok(format!("compacted the history at revision {revision}"))
     }
 
     pub fn is_up(&self, i: usize) -> bool {

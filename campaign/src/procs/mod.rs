@@ -3,13 +3,16 @@
 //! network namespace, each incarnation recorded.
 //!
 //! The store's nodes are in `ensemble`, the sidecars in `sidecar`, the pool's other
-//! parameters (the reconfigure fault) in `reconfig`; here, the whole cluster.
+//! parameters (the reconfigure fault) in `reconfig`, the pools the sidecars compete for in
+//! `pool`; here, the whole cluster.
 
 mod ensemble;
+mod pool;
 mod reconfig;
 mod sidecar;
 
 pub use ensemble::{Ensemble, Store};
+pub use pool::{pool_of, Pool, MAIN_ROOT};
 pub use reconfig::Reconfig;
 pub use sidecar::{Incarnation, Sidecar, SidecarSpec, FAKETIME};
 

@@ -2,7 +2,7 @@
 //! with extra flags, with the pool's other parameters), signalled, killed, every incarnation
 //! recorded.
 
-use super::{now_ns, Reconfig};
+use super::{now_ns, Pool, Reconfig, Store};
 use crate::net::Host;
 use anyhow::{Context, Result};
 use nix::sys::signal::{kill, Signal};
@@ -36,6 +36,8 @@ pub struct Incarnation {
 /// One sidecar: its namespace, socket, and current process.
 pub struct Sidecar {
     pub index: usize,
+    /// The pool it competes in (an index into `SidecarSpec::pools`).
+    pub pool: usize,
     pub host: Host,
     pub socket: PathBuf,
     /// The incarnation a new connection to `socket` reaches (0: none started yet).
@@ -54,21 +56,26 @@ pub struct SidecarSpec {
     /// upgrade and its rollback).
     pub previous: Option<PathBuf>,
     pub dir: PathBuf,
+    /// The flags every sidecar is served with; each pool adds its own (`Pool::args`).
     pub args: Vec<String>,
+    pub store: Store,
+    /// The pools: the main one first, where the operator's faults act.
+    pub pools: Vec<Pool>,
     /// The pool's layout and cluster (for the operator faults on the store).
     pub layout: String,
     pub cluster: u8,
     pub scheme: idcar::layout::Scheme,
     /// What an operator changes the pool's parameters to (the reconfigure fault).
     pub other: Reconfig,
-    /// The pool's size (a static instance beside it takes the generator just outside).
+    /// The main pool's size (a static instance beside it takes the generator just outside).
     pub pool_size: u32,
 }
 
 impl Sidecar {
-    pub fn new(index: usize, host: Host, dir: &Path) -> Sidecar {
+    pub fn new(index: usize, pool: usize, host: Host, dir: &Path) -> Sidecar {
         Sidecar {
             index,
+            pool,
             host,
             socket: dir.join(format!("sc{index}.sock")),
             incarnation: Arc::new(AtomicU32::new(0)),
@@ -116,6 +123,7 @@ impl Sidecar {
             .arg("--pod-name")
             .arg(format!("sc{}", self.index))
             .args(&spec.args)
+            .args(spec.pools[self.pool].args(spec.store))
             .args(extra)
             .stdin(Stdio::null())
             .stdout(out.try_clone()?)

@@ -86,43 +86,25 @@ pub(super) async fn follow_demand(etcd: Etcd, paths: Paths, tx: watch::Sender<bo
 /// Resolves when `key` (a mark) is no longer at `version` (its `mod_revision`) — changed or
 /// deleted — or when any of `others` changes or goes after its revision (the slot's key after
 /// our last mark write; the pool's `params` after the revision agreed, where fenced; see
-/// `crate::lease::store::MarkStore::changed`).
+/// `crate::lease::store::MarkStore::changed`). Each is read after a wake and watched again from
+/// that read (see [`Etcd::wait_until`]): a compaction costs a read, never a poll.
 pub(super) async fn mark_changed(
     etcd: Etcd,
     key: String,
     version: i64,
     others: Vec<(String, i64)>,
 ) {
-    let after = |k: &str| {
-        let mut e = k.as_bytes().to_vec();
-        e.push(0);
-        e
-    };
-    let mark = async {
-        let end = after(&key);
-        for _ in 0..u32::MAX {
-            etcd.wait_change(key.as_bytes(), &end, version, RECHECK)
-                .await;
-            let req = rpc::RangeRequest {
-                key: key.clone().into_bytes(),
-                ..Default::default()
-            };
-            match etcd.range("looking at a mark", req).await {
-                Ok(r) if r.kvs.first().map_or(0, |kv| kv.mod_revision) != version => return,
-                Ok(_) => {}
-                Err(_) => tokio::time::sleep(AGAIN).await,
-            }
-        }
-    };
-    // Any change after the revision: the recheck tells whether it matters.
+    let mark = etcd.wait_until(&key, version, RECHECK, |now| now.unwrap_or(0) == version);
+    // Any change after the revision (the key rewritten, or gone): the recheck tells whether it
+    // matters.
     let other = |o: Option<(String, i64)>| {
         let etcd = etcd.clone();
         async move {
             let Some((other, revision)) = o else {
                 return std::future::pending().await;
             };
-            etcd.wait_change(other.as_bytes(), &after(&other), revision, RECHECK)
-                .await;
+            let still = |now: Option<i64>| now.is_some_and(|m| m <= revision);
+            etcd.wait_until(&other, revision, RECHECK, still).await;
         }
     };
     let mut others = others.into_iter();

@@ -16,7 +16,7 @@
 //!   holder can write it back does not lower a successor's floor.
 
 use super::client::{Etcd, EtcdError};
-use crate::lease::pool::tree::{mark_data, parse_mark_and_token, Paths};
+use crate::lease::pool::tree::{mark_data, parse_mark_and_token, token_of, Paths};
 use crate::lease::protocol::{Claim, MarkStore, Recheck, StoreError, Stored};
 use idcar_etcd_api::etcdserverpb as rpc;
 use idcar_etcd_api::etcdserverpb::compare::{CompareResult, CompareTarget, TargetUnion};
@@ -113,11 +113,13 @@ pub(crate) fn stored(
         None => Ok(Stored {
             mark: 0,
             version: 0,
+            by: None,
         }),
         Some(kv) => parse_mark_and_token(&kv.value)
-            .map(|(mark, _)| Stored {
+            .map(|(mark, by)| Stored {
                 mark,
                 version: kv.mod_revision,
+                by: token_of(by),
             })
             .ok_or_else(|| {
                 format!(
@@ -221,7 +223,7 @@ impl MarkStore for EtcdMarks {
             .map_err(store_error)?;
         let mut s = stored(range_kvs(&r, 0).first(), &key).map_err(StoreError::Unavailable)?;
         if self.witness {
-            s.mark = s.mark.max(witness(range_kvs(&r, 1).first()));
+            s.raise_to_witness(witness(range_kvs(&r, 1).first()));
         }
         Ok(s)
     }
@@ -366,11 +368,13 @@ impl MarkStore for EtcdMarks {
             None => Stored {
                 mark: 0,
                 version: 0,
+                by: None,
             },
             // An unreadable mark is overwritten as a lowered one would be.
             Some(kv) => Stored {
                 mark: parse_mark_and_token(&kv.value).map_or(0, |(m, _)| m),
                 version: kv.mod_revision,
+                by: None,
             },
         }))
     }

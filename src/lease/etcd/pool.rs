@@ -16,21 +16,26 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 
 /// Follows `slots/` and `queue/` into the pool gauges, read every 5 s (keys only: as many
-/// as there are holders and waiters). Polled rather than watched: a watch per instance and
-/// directory would wake every instance of a cluster at every claim.
+/// as there are holders and waiters), and says on `full` whether every slot of the pool is
+/// held. Polled rather than watched: a watch per instance and directory would wake every
+/// instance of a cluster at every claim.
 pub fn spawn_gauges(
     etcd: Etcd,
     paths: Paths,
     pool_size: u32,
     metrics: Arc<Metrics>,
+    full: Arc<tokio::sync::watch::Sender<bool>>,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
         let slots = format!("{}/", paths.slots());
         let queue = format!("{}/", paths.queue());
         let held = |kvs: &[KeyValue]| {
-            kvs.iter()
+            let held = kvs
+                .iter()
                 .filter(|kv| key_number(&kv.key, &slots).is_some_and(|n| n < pool_size))
-                .count()
+                .count();
+            full.send_if_modified(|f| std::mem::replace(f, held >= pool_size as usize) != *f);
+            held
         };
         tokio::join!(
             follow(&etcd, &slots, held, &metrics.pool_held),

@@ -117,6 +117,7 @@ impl Session for EtcdSession {
             self.paths.clone(),
             neg.cfg.pool_size,
             neg.proto.metrics.clone(),
+            neg.proto.part.full.clone(),
         )
     }
 

@@ -90,7 +90,7 @@ impl EtcdSession {
         match stored(range_kvs(r, 1).first(), &self.paths.mark(slot)) {
             Ok(mut s) => {
                 if marks.witness {
-                    s.mark = s.mark.max(witness(range_kvs(r, 2).first()));
+                    s.raise_to_witness(witness(range_kvs(r, 2).first()));
                 }
                 Took::Claimed(s)
             }

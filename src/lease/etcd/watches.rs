@@ -3,6 +3,13 @@
 //! same HTTP/2 stream, instead of a stream opened and torn down per wait. A broken stream (or
 //! one etcd stops taking watches on: a token gone stale) wakes every waiter — each reads again,
 //! as after any change — and the next wait opens another.
+//!
+//! Compaction: a watch from a revision etcd has compacted is cancelled at once, so every waiter
+//! reads again after a wake and watches next from the revision of that read (its answer's
+//! header), never again from the revision it started with — nothing is missed between the read
+//! and the watch, and a compaction costs each waiter one read, not a poll. A key's read is kept
+//! for the next wait on it ([`Etcd::wait_until`]): a holder watches `params`, written once, from
+//! where it last read it, not from its `mod_revision`.
 
 use super::client::{classify, Etcd, EtcdError};
 use idcar_etcd_api::etcdserverpb as rpc;
@@ -30,7 +37,18 @@ enum Cmd {
 pub(super) struct Watches {
     stream: Mutex<Option<mpsc::UnboundedSender<Cmd>>>,
     next_id: AtomicI64,
+    /// Keys as [`Etcd::wait_until`] last read them.
+    seen: Mutex<HashMap<Vec<u8>, Seen>>,
 }
+
+/// A key as read: its `mod_revision` (`None`: absent), and the revision of the read.
+type Seen = (Option<i64>, i64);
+
+/// Keys remembered in [`Watches::seen`] (a holder's mark, slot key and `params`, per slot).
+const SEEN: usize = 64;
+
+/// How long a failed read waits before it is tried again.
+const AGAIN: Duration = Duration::from_millis(500);
 
 impl Etcd {
     /// Waits until a key in `[key, range_end)` changes after `revision`, or `max` passes, or
@@ -57,6 +75,65 @@ impl Etcd {
         if let Some(rest) = min.checked_sub(started.elapsed()) {
             tokio::time::sleep(rest).await;
         }
+    }
+
+    /// Resolves once `still` no longer holds of `key` — of its `mod_revision`, `None` while it
+    /// does not exist — given that it held at `revision`: the key is read after every wake (a
+    /// change, `max`, a broken stream, a compaction), and watched next from that read. A wait
+    /// starts from the last read of the key (by any wait) if `still` holds of what it found
+    /// and it is later than `revision`: nothing changed in between that a watch from there
+    /// would miss.
+    pub async fn wait_until(
+        &self,
+        key: &str,
+        revision: i64,
+        max: Duration,
+        still: impl Fn(Option<i64>) -> bool,
+    ) {
+        let key = key.as_bytes();
+        let mut end = key.to_vec();
+        end.push(0);
+        let mut from = revision;
+        if let Some(&(state, at)) = self.seen().get(key) {
+            if still(state) {
+                from = from.max(at);
+            }
+        }
+        for _ in 0..u32::MAX {
+            self.wait_change(key, &end, from, max).await;
+            let req = rpc::RangeRequest {
+                key: key.to_vec(),
+                keys_only: true,
+                ..Default::default()
+            };
+            match self.range("looking at a key watched", req).await {
+                Ok(r) => {
+                    let state = r.kvs.first().map(|kv| kv.mod_revision);
+                    if !still(state) {
+                        return;
+                    }
+                    let Some(read_at) = r.header.map(|h| h.revision) else {
+                        continue;
+                    };
+                    // A member behind the one that answered `revision` may answer older.
+                    from = from.max(read_at);
+                    let mut seen = self.seen();
+                    if seen.len() >= SEEN {
+                        seen.clear();
+                    }
+                    seen.insert(key.to_vec(), (state, read_at));
+                }
+                Err(_) => tokio::time::sleep(AGAIN).await,
+            }
+        }
+    }
+
+    fn seen(&self) -> std::sync::MutexGuard<'_, HashMap<Vec<u8>, Seen>> {
+        self.inner
+            .watches
+            .seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
     }
 
     /// Hands `cmd` to the stream's task, starting one if there is none (or it ended).

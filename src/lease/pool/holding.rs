@@ -225,10 +225,19 @@ async fn take<S: Session>(
             claim_ms = started.elapsed().as_millis() as u64,
             "slot claimed"
         );
-        let mut claim = Claim::new(p, slot, stored);
-        if let Some(w) = p.part.written.get(slot) {
-            claim.raise_floor(w);
-        }
+        // The slot this lease held last, its mark still its own write: no one issued under
+        // it since, and what this process issued under it the service says (which covers what
+        // `written` remembers of its own loss of it).
+        let mut claim = match p.left().filter(|left| left.is_ours(slot, &stored)) {
+            Some(left) => protocol::again::claim_back(p, &left, stored).await,
+            None => {
+                let mut claim = Claim::new(p, slot, stored);
+                if let Some(w) = p.part.written.get(slot) {
+                    claim.raise_floor(w);
+                }
+                claim
+            }
+        };
         claim.raise_floor(slots.history.not_before);
         return Ok(claim);
     }

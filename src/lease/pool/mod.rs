@@ -383,6 +383,7 @@ pub(crate) fn start<S: Store>(
         cfg.part.clone(),
         &format!("connecting to {}", S::NAME),
     );
+    let issuance = cfg.part.issuance.clone();
     let neg = Negotiation {
         paths: Paths::new(&cfg.root, cfg.layout, cfg.cluster),
         cfg,
@@ -402,5 +403,5 @@ pub(crate) fn start<S: Store>(
         }
         .instrument(span),
     );
-    LeaseHandle::new(rx, release_tx, task)
+    LeaseHandle::new(rx, release_tx, task, issuance)
 }

@@ -171,7 +171,7 @@ async fn serve<S: Store>(
                 session: &session,
                 marks: session.marks(neg, witness),
                 history: &mut l.history,
-                demand: crate::lease::protocol::Demand::new(demand),
+                demand: crate::lease::protocol::Demand::new(demand, p.part.full.subscribe()),
             };
             holding::serve(&mut claimant, &mut l.stop, &mut l.across).await
         }

@@ -183,6 +183,11 @@ pub fn parse_mark_and_token(data: &[u8]) -> Option<(u64, Option<&str>)> {
     Some((mark, token))
 }
 
+/// A writing claim's token as marks hold it (16 hex digits), as a number.
+pub fn token_of(text: Option<&str>) -> Option<u64> {
+    u64::from_str_radix(text?, 16).ok()
+}
+
 /// A mark node's data: the ticks and the writing claim's token.
 pub fn mark_data(mark: u64, token: &str) -> Vec<u8> {
     format!("{mark} {token}").into_bytes()

@@ -3,6 +3,7 @@
 
 use super::super::planted::PlantedBug;
 use super::super::{LeaseError, LeaseState, Part, Timing, Window};
+use super::again::Left;
 use crate::clock::Clock;
 use crate::layout::Scheme;
 use crate::metrics::Metrics;
@@ -24,6 +25,8 @@ pub struct Protocol {
     pub planted: PlantedBug,
     /// Which of the instance's leases this is.
     pub part: Part,
+    /// What the last hold whose session ended left behind (see [`super::again`]).
+    left: std::sync::Mutex<Option<Left>>,
 }
 
 impl Protocol {
@@ -49,6 +52,7 @@ impl Protocol {
             tx,
             planted,
             part,
+            left: std::sync::Mutex::new(None),
         };
         (p, rx)
     }
@@ -92,6 +96,16 @@ impl Protocol {
             reason: e.to_string(),
         });
         e
+    }
+
+    /// What the last hold that published a window left behind (see [`super::again`]).
+    pub fn left(&self) -> Option<Left> {
+        self.left.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Remembers what a hold left behind (`None`: nothing to claim back).
+    pub(super) fn leave(&self, left: Option<Left>) {
+        *self.left.lock().unwrap_or_else(|p| p.into_inner()) = left;
     }
 
     /// The testing aid [`Timing::starve`]: zero unless built with `fault-injection`.

@@ -3,7 +3,8 @@
 //! the store says so, and every way a hold ends. The invariant it keeps is stated in
 //! [`super`].
 
-use super::horizon::{Demand, Horizons};
+use super::again::Left;
+use super::horizon::{Demand, Horizons, Reach};
 use super::{
     interrupted, lapse, or_lapse, publish, recovered, replaced, restore, stolen, stored_mark,
     Claim, MarkStore, Outcome, Protocol, Recheck, StoreError,
@@ -49,8 +50,8 @@ pub(super) struct Holder<'a, S: MarkStore> {
     in_store: u64,
     /// A watch of the mark, the claim and the pool at the version we last wrote.
     foreign: Option<(S::Version, Watch)>,
-    /// Whether the mark last written reaches beyond the window (no one waited), as logged.
-    beyond: Option<bool>,
+    /// How far the mark last written reaches, as logged.
+    reach: Option<Reach>,
 }
 
 impl<'a, S: MarkStore> Holder<'a, S> {
@@ -74,7 +75,7 @@ impl<'a, S: MarkStore> Holder<'a, S> {
             force: false,
             in_store: claim.mark,
             foreign: None,
-            beyond: None,
+            reach: None,
             claim,
             generation,
         }
@@ -85,8 +86,33 @@ impl<'a, S: MarkStore> Holder<'a, S> {
     }
 
     /// Passes until the hold ends: each waits for its time (or the store's word), moves the
-    /// window on, and writes the mark when the horizon says so.
+    /// window on, and writes the mark when the horizon says so. A hold that published a window
+    /// leaves what a claim back needs ([`super::again`]) however it ended — its session gone, or
+    /// its slot's node with it (a claim back needs the mark still its own write, which a
+    /// foreign write never is).
     pub(super) async fn run(mut self, stop: &mut Stop, demand: &mut Demand) -> Outcome {
+        let end = self.passes(stop, demand).await;
+        if self.published {
+            self.p.leave(Some(self.left()));
+        }
+        end
+    }
+
+    /// What this hold leaves behind for a claim back.
+    fn left(&self) -> Left {
+        let mut marks = self.unconfirmed.clone();
+        marks.push(self.in_store);
+        Left {
+            slot: self.claim.slot,
+            token: self.claim.token,
+            marks,
+            floor: self.claim.floor,
+            window: self.claim.window,
+            generation: *self.generation,
+        }
+    }
+
+    async fn passes(&mut self, stop: &mut Stop, demand: &mut Demand) -> Outcome {
         let mut next = Duration::ZERO;
         loop {
             let planned = Instant::now() + next;
@@ -113,7 +139,7 @@ impl<'a, S: MarkStore> Holder<'a, S> {
                     Err(end) => return end,
                 }
             }
-            next = match self.pass(due, demand.waiting()).await {
+            next = match self.pass(due, demand.reach()).await {
                 Ok(next) => next,
                 Err(end) => return end,
             };
@@ -183,7 +209,7 @@ impl<'a, S: MarkStore> Holder<'a, S> {
 
     /// One pass at `due` (when it was planned, or woken): the window moved on within the mark,
     /// the mark written if the horizons say so. The wait before the next pass.
-    async fn pass(&mut self, due: Instant, waiting: bool) -> Result<Duration, Outcome> {
+    async fn pass(&mut self, due: Instant, reach: Reach) -> Result<Duration, Outcome> {
         let p = self.p;
         let now = p.now_tick();
         let window = self.h.window(self.claim.window, now);
@@ -209,12 +235,12 @@ impl<'a, S: MarkStore> Holder<'a, S> {
         }
         // A write left unanswered is tried again at once (a lowering one caps the window).
         let must = self.force || !self.published || !self.unconfirmed.is_empty();
-        let Some(want) = self.h.to_write(self.claim.mark, window, now, must, waiting) else {
+        let Some(want) = self.h.to_write(self.claim.mark, window, now, must, reach) else {
             return Ok(self
                 .pace
                 .next(due.elapsed(), p.wait_past(self.claim.window)));
         };
-        self.write(due, window, want, waiting).await
+        self.write(due, window, want, reach).await
     }
 
     /// Writes `want` (never below `window`): the wait before the next pass, or how the hold
@@ -224,7 +250,7 @@ impl<'a, S: MarkStore> Holder<'a, S> {
         due: Instant,
         window: u64,
         mut want: u64,
-        waiting: bool,
+        reach: Reach,
     ) -> Result<Duration, Outcome> {
         let (p, store) = (self.p, self.store);
         let t = Instant::now();
@@ -244,7 +270,7 @@ impl<'a, S: MarkStore> Holder<'a, S> {
                     let now = p.now_tick();
                     want = self
                         .h
-                        .to_write(self.claim.mark, window, now, true, waiting)
+                        .to_write(self.claim.mark, window, now, true, reach)
                         .unwrap_or(window);
                     stored = stored_mark(p, want, self.h.short);
                     written = store.write(&self.claim, stored).await;
@@ -283,10 +309,12 @@ impl<'a, S: MarkStore> Holder<'a, S> {
                 );
                 self.unconfirmed.clear();
                 let next = self.pace.next(took, p.wait_past(self.claim.window));
-                self.say_reach(want > window);
+                self.say_reach(if want > window { reach } else { Reach::Short });
                 Ok(next)
             }
             Err(e @ (StoreError::SessionGone(_) | StoreError::Refused(_))) => {
+                // It may have landed all the same: a claim back must recognise it.
+                self.unconfirmed.push(stored);
                 Err(session_gone(&e, "renewing", holding))
             }
             Err(StoreError::Conflict(e)) => {
@@ -333,31 +361,29 @@ impl<S: MarkStore> Holder<'_, S> {
     }
 
     /// Says (once per change, as a lease record the fault campaign reads) how far the mark just
-    /// written reaches: beyond the window (no one waits) or down at it.
-    fn say_reach(&mut self, beyond: bool) {
-        if self.beyond.replace(beyond) == Some(beyond) {
+    /// written reaches: the idle horizon (no one waits, room to spare), twice the short one (a
+    /// full pool) or down at the window (a contender waits).
+    fn say_reach(&mut self, reach: Reach) {
+        if self.reach.replace(reach) == Some(reach) {
             return;
         }
         let (slot, mark, generation) = (self.claim.slot, self.claim.mark, *self.generation);
-        if beyond {
-            tracing::info!(
-                lease_record = "mark",
-                reach = "idle",
-                slot,
-                mark,
-                generation,
-                "the time mark reaches the idle horizon: no one waits for a slot"
-            );
-        } else {
-            tracing::info!(
-                lease_record = "mark",
-                reach = "short",
-                slot,
-                mark,
-                generation,
-                "the time mark is at the horizon: a contender waits for a slot"
-            );
-        }
+        let why = match reach {
+            Reach::Idle => "the time mark reaches the idle horizon: no one waits for a slot",
+            Reach::Full => {
+                "the time mark reaches twice the horizon: every slot of the pool is held, so a \
+                 crash would leave the next claimant waiting"
+            }
+            Reach::Short => "the time mark is at the horizon: a contender waits for a slot",
+        };
+        tracing::info!(
+            lease_record = "mark",
+            reach = reach.name(),
+            slot,
+            mark,
+            generation,
+            "{why}"
+        );
     }
 }
 

@@ -96,8 +96,8 @@ pub(crate) fn say(tx: &watch::Sender<bool>, waiting: bool) {
 }
 
 /// Resolves when `path` (a mark) is no longer at `version` — changed, deleted, or the
-/// session's end — or when `others` (the slot's node; the pool's parameters, where fenced)
-/// change or go (see `crate::lease::store::MarkStore::changed`).
+/// session's end — or when `others` (the slot's node; the pool's parameters and identity node,
+/// where fenced) change or go (see `crate::lease::store::MarkStore::changed`).
 pub(super) async fn mark_changed(
     client: zk::Client,
     path: String,
@@ -139,6 +139,7 @@ pub(super) async fn mark_changed(
     let mut others = others.into_iter();
     tokio::select! {
         () = mark => {}
+        () = node(others.next()) => {}
         () = node(others.next()) => {}
         () = node(others.next()) => {}
     }

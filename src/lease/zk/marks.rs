@@ -18,7 +18,7 @@
 
 use super::acls;
 use super::session_gone;
-use super::tree::{mark_data, parse_mark, parse_mark_and_token, Paths};
+use super::tree::{mark_data, parse_mark, parse_mark_and_token, token_of, Paths};
 use crate::lease::protocol::{Claim, MarkStore, Recheck, StoreError, Stored};
 use zookeeper_client as zk;
 
@@ -45,6 +45,8 @@ pub struct ZkMarks {
 pub struct PoolFence {
     pub params: String,
     pub params_version: i32,
+    /// The `params` node's creation (czxid) as agreed.
+    pub params_creation: i64,
     pub identity: String,
 }
 
@@ -76,7 +78,7 @@ impl ZkMarks {
     pub async fn read_mark(&self, slot: u32) -> Result<Stored<i32>, Unreadable> {
         let mut stored = self.read_mark_only(slot).await?;
         if self.witness {
-            stored.mark = stored.mark.max(self.read_witness(slot).await?);
+            stored.raise_to_witness(self.read_witness(slot).await?);
         }
         Ok(stored)
     }
@@ -94,12 +96,14 @@ impl ZkMarks {
             .then(|| self.client.get_data(&self.paths.witness(slot)));
         async move {
             let (data, stat) = mark.await.ok()?;
+            let (mark, by) = parse_mark_and_token(&data)?;
             let mut stored = Stored {
-                mark: parse_mark(&data)?,
+                mark,
                 version: stat.version,
+                by: token_of(by),
             };
             if let Some(w) = witness {
-                stored.mark = stored.mark.max(parse_mark(&w.await.ok()?.0)?);
+                stored.raise_to_witness(parse_mark(&w.await.ok()?.0)?);
             }
             Some(stored)
         }
@@ -156,7 +160,7 @@ impl ZkMarks {
         for _ in 0..3 {
             match self.client.get_data(&path).await {
                 Ok((data, stat)) => {
-                    let mark = parse_mark(&data).ok_or_else(|| {
+                    let (mark, by) = parse_mark_and_token(&data).ok_or_else(|| {
                         Unreadable::Corrupt(format!(
                             "{path} holds {:?}, not a decimal time mark",
                             String::from_utf8_lossy(&data)
@@ -165,6 +169,7 @@ impl ZkMarks {
                     return Ok(Stored {
                         mark,
                         version: stat.version,
+                        by: token_of(by),
                     });
                 }
                 Err(zk::Error::NoNode) => {
@@ -173,6 +178,7 @@ impl ZkMarks {
                             return Ok(Stored {
                                 mark: 0,
                                 version: stat.version,
+                                by: None,
                             })
                         }
                         Err(zk::Error::NodeExists) => continue,
@@ -311,7 +317,9 @@ impl MarkStore for ZkMarks {
         version: i32,
     ) -> impl std::future::Future<Output = ()> + Send + 'static {
         let mut others = vec![self.paths.slot(slot)];
-        others.extend(self.pool.as_ref().map(|f| f.params.clone()));
+        if let Some(f) = &self.pool {
+            others.extend([f.params.clone(), f.identity.clone()]);
+        }
         super::demand::mark_changed(self.client.clone(), self.paths.mark(slot), version, others)
     }
 
@@ -321,6 +329,9 @@ impl MarkStore for ZkMarks {
             let identity = self.client.check_stat(&f.identity).await;
             let why = match (params.map_err(store_error)?, identity.map_err(store_error)?) {
                 (None, _) => Some(format!("{} was deleted", f.params)),
+                (Some(p), _) if p.czxid != f.params_creation => {
+                    Some(format!("{} was recreated", f.params))
+                }
                 (Some(p), _) if p.version != f.params_version => {
                     Some(format!("{} was rewritten", f.params))
                 }
@@ -357,10 +368,12 @@ impl MarkStore for ZkMarks {
                 // An unreadable mark is overwritten as a lowered one would be.
                 mark: parse_mark(&data).unwrap_or(0),
                 version: stat.version,
+                by: None,
             })),
             Err(zk::Error::NoNode) => Ok(Recheck::Ours(Stored {
                 mark: 0,
                 version: MISSING,
+                by: None,
             })),
             Err(e) => Err(store_error(e)),
         }

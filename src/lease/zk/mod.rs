@@ -52,8 +52,9 @@ pub struct ZkConfig {
     pub access: Access,
 }
 
-/// ZooKeeper as the store of a negotiated lease.
-pub struct ZooKeeper(pub ZkConfig);
+/// ZooKeeper as the store of a negotiated lease: its configuration, and the session opened
+/// last (ended when the next one opens, see [`session::end_old`]).
+pub struct ZooKeeper(pub ZkConfig, std::sync::Mutex<Option<zk::SessionInfo>>);
 
 /// Starts one lease negotiated in ZooKeeper (see [`negotiation::start`]).
 pub fn start(
@@ -63,7 +64,13 @@ pub fn start(
     clock: Arc<dyn Clock>,
     metrics: Arc<Metrics>,
 ) -> LeaseHandle {
-    negotiation::start(ZooKeeper(zk), pool, scheme, clock, metrics)
+    negotiation::start(
+        ZooKeeper(zk, Default::default()),
+        pool,
+        scheme,
+        clock,
+        metrics,
+    )
 }
 
 impl Store for ZooKeeper {
@@ -79,11 +86,17 @@ impl Store for ZooKeeper {
     async fn open(&self, neg: &Negotiation) -> Result<ZkSession, Fault> {
         let c = &self.0;
         match connect(&c.connect, c.session_timeout, &c.access, Retry::FailFast).await {
-            Ok(client) => Ok(ZkSession::new(
-                client,
-                neg.paths.clone(),
-                c.access.restricted(),
-            )),
+            Ok(client) => {
+                let mut last = self.1.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(old) = last.replace(client.session().clone()) {
+                    tokio::spawn(session::end_old(c.clone(), old));
+                }
+                Ok(ZkSession::new(
+                    client,
+                    neg.paths.clone(),
+                    c.access.restricted(),
+                ))
+            }
             // Every failure to connect is retried (a refused credential too: it may be
             // rotated), saying why in terms of the flags.
             Err(e) => Err(Fault::Unavailable(e.to_string())),

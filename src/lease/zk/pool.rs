@@ -16,18 +16,22 @@ use tokio::task::JoinHandle;
 use zookeeper_client as zk;
 
 /// Keeps `idcar_pool_slots_held` and `idcar_pool_contenders_waiting` current until aborted or
-/// the session ends.
+/// the session ends, and says on `full` whether every slot of the pool is held.
 pub fn spawn_gauges(
     client: zk::Client,
     paths: Paths,
     pool_size: u32,
     metrics: Arc<Metrics>,
+    full: Arc<tokio::sync::watch::Sender<bool>>,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
         let held = |c: &[String]| {
-            c.iter()
+            let held = c
+                .iter()
                 .filter(|n| n.parse::<u32>().is_ok_and(|n| n < pool_size))
-                .count()
+                .count();
+            full.send_if_modified(|f| std::mem::replace(f, held >= pool_size as usize) != *f);
+            held
         };
         let waiting = |c: &[String]| c.iter().filter(|n| n.starts_with("claim-")).count();
         tokio::join!(

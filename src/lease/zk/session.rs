@@ -69,6 +69,29 @@ pub async fn connect(
     }
 }
 
+/// Ends the session `old` (one given up on: the client declared it expired, or it was closed)
+/// if ZooKeeper still keeps it — reconnected to and closed — so that its ephemeral nodes go at
+/// once, not when ZooKeeper expires it (a tick after it answers again, or a whole session
+/// timeout after a leader election): a holder whose store was away then finds its own slot
+/// free at once. Nothing of it is in use: every claim made in it has stopped. Best effort, and
+/// bounded by the connection timeout.
+pub(crate) async fn end_old(c: super::ZkConfig, old: zk::SessionInfo) {
+    let connection_timeout = (c.session_timeout * 2 / 5).min(Duration::from_secs(1));
+    let Ok(connector) = c.access.connector() else {
+        return;
+    };
+    let connector = connector
+        .with_session(old)
+        .with_session_timeout(c.session_timeout)
+        .with_connection_timeout(connection_timeout)
+        .with_fail_eagerly();
+    let attempt = c.access.connect(connector, &c.connect);
+    if let Ok(Ok(client)) = tokio::time::timeout(c.session_timeout, attempt).await {
+        tracing::info!(session = %client.session_id(), "ended the session given up on");
+        close(client).await;
+    }
+}
+
 /// Closes the session: dropping the last handle sends CloseSession; waits (bounded) until it
 /// went, so our ephemeral nodes go now and not a session timeout later.
 pub(crate) async fn close(client: zk::Client) {

@@ -43,6 +43,9 @@ pub struct ZkSession {
     /// The version of the pool's `params` node as agreed in this session: every slot is
     /// created in a `multi` that checks it.
     params_version: i32,
+    /// The creation (czxid) of the pool's `params` node as agreed: recreated, it is another
+    /// pool.
+    params_creation: i64,
     /// The node of the pool's identity agreed in this session (`identity/<id>`): every slot
     /// is created, and every mark written, in a `multi` that checks it. `None`: not checked
     /// (a planted bug, for the campaign).
@@ -58,6 +61,7 @@ impl ZkSession {
             suspects: Mutex::default(),
             queued: AtomicBool::new(false),
             params_version: 0,
+            params_creation: 0,
             identity: None,
         }
     }
@@ -124,6 +128,7 @@ impl Session for ZkSession {
             self.paths.clone(),
             neg.cfg.pool_size,
             neg.proto.metrics.clone(),
+            neg.proto.part.full.clone(),
         )
     }
 
@@ -166,6 +171,7 @@ impl Session for ZkSession {
             return Ok(None);
         };
         self.params_version = i32::try_from(recorded.version).unwrap_or(i32::MAX);
+        self.params_creation = recorded.creation;
         self.identity = Some(node);
         Ok(Some(rec))
     }
@@ -183,6 +189,7 @@ impl Session for ZkSession {
             pool: self.identity.clone().map(|identity| PoolFence {
                 params: self.paths.params(),
                 params_version: self.params_version,
+                params_creation: self.params_creation,
                 identity,
             }),
             witness,
