@@ -1027,7 +1027,8 @@ async fn a_store_error_never_publishes<F: Fixture>() {
     assert!(!matches!(r.release(None).await, Outcome::Stolen { .. }));
 }
 
-/// One test per check of the suite, for one store's fixture.
+/// One test per check of the suite, for one store's fixture; given two, the newest release's
+/// and the older one's, each test runs its check against both at once.
 macro_rules! checks {
     ($fixture:ty; $($name:ident),*) => {$(
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1035,15 +1036,18 @@ macro_rules! checks {
             super::$name::<$fixture>().await
         }
     )*};
+    ($newest:ty, $older:ty; $($name:ident),*) => {
+        crate::newest_and_older_tests!($newest, $older; $($name),*);
+    };
 }
 
-/// The whole suite for one store.
+/// The whole suite for one store (the fixtures of its supported releases).
 macro_rules! conformance {
-    ($store:ident, $fixture:ty) => {
+    ($store:ident, $($fixture:ty),+) => {
         mod $store {
             use super::*;
             checks!(
-                $fixture;
+                $($fixture),+;
                 first_claim,
                 successor_waits_past_the_mark,
                 lost_reply_recovered_only_with_our_token,
@@ -1064,19 +1068,17 @@ macro_rules! conformance {
 }
 
 conformance!(state_file, FileFixture);
-conformance!(zookeeper, ZkFixture);
-conformance!(etcd, EtcdFixture);
-// The older supported release of each store (docs/compatibility.md).
-conformance!(zookeeper_older, ZkFixture<Older>);
-conformance!(etcd_older, EtcdFixture<Older>);
+// Each check against the newest and the older supported release (docs/compatibility.md).
+conformance!(zookeeper, ZkFixture, ZkFixture<Older>);
+conformance!(etcd, EtcdFixture, EtcdFixture<Older>);
 
 /// What only stores with a pool (an identity) must also pass, for one store.
 macro_rules! pools {
-    ($store:ident, $fixture:ty) => {
+    ($store:ident, $($fixture:ty),+) => {
         mod $store {
             use super::*;
             checks!(
-                $fixture;
+                $($fixture),+;
                 a_replaced_pool_stops_the_holder,
                 a_mark_lowered_with_its_holder_gone_still_floors_the_successor,
                 a_mark_deleted_with_its_holder_gone_still_floors_the_successor,
@@ -1088,8 +1090,6 @@ macro_rules! pools {
 
 mod pools {
     use super::*;
-    pools!(zookeeper, ZkFixture);
-    pools!(etcd, EtcdFixture);
-    pools!(zookeeper_older, ZkFixture<Older>);
-    pools!(etcd_older, EtcdFixture<Older>);
+    pools!(zookeeper, ZkFixture, ZkFixture<Older>);
+    pools!(etcd, EtcdFixture, EtcdFixture<Older>);
 }

@@ -312,41 +312,24 @@ async fn large_pools_are_probed<F: Fixture>() {
     }
 }
 
-/// One test per check of the suite, for one store's fixture.
+/// One test per check of the suite, for one store: each runs its check against the newest
+/// supported release and the older one at once (docs/compatibility.md).
 macro_rules! negotiation {
-    ($store:ident, $fixture:ty) => {
+    ($store:ident, $newest:ty, $older:ty) => {
         mod $store {
             use super::*;
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn free_and_preferred_slots() {
-                super::free_and_preferred_slots::<$fixture>().await
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn exhaustion_and_queue_order() {
-                super::exhaustion_and_queue_order::<$fixture>().await
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn a_release_hands_over_at_once() {
-                super::a_release_hands_over_at_once::<$fixture>().await
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn contenders_claim_together() {
-                super::contenders_claim_together::<$fixture>().await
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn starts_together_beside_a_holder_do_not_queue() {
-                super::starts_together_beside_a_holder_do_not_queue::<$fixture>().await
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn large_pools_are_probed() {
-                super::large_pools_are_probed::<$fixture>().await
-            }
+            crate::newest_and_older_tests!(
+                $newest, $older;
+                free_and_preferred_slots,
+                exhaustion_and_queue_order,
+                a_release_hands_over_at_once,
+                contenders_claim_together,
+                starts_together_beside_a_holder_do_not_queue,
+                large_pools_are_probed
+            );
         }
     };
 }
 
-negotiation!(zookeeper, ZkFixture);
-negotiation!(etcd, EtcdFixture);
-// The older supported release of each store (docs/compatibility.md).
-negotiation!(zookeeper_older, ZkFixture<Older>);
-negotiation!(etcd_older, EtcdFixture<Older>);
+negotiation!(zookeeper, ZkFixture, ZkFixture<Older>);
+negotiation!(etcd, EtcdFixture, EtcdFixture<Older>);

@@ -23,3 +23,65 @@ impl Release for Newest {
 impl Release for Older {
     const WHICH: &'static str = "older";
 }
+
+/// Runs one scenario against the newest release and the older one at once, each on a thread and
+/// a runtime of its own (the runtime `#[tokio::test(flavor = "multi_thread", worker_threads = 2)]`
+/// gives a test): the store suites' scenarios mostly wait, so the older release adds little to a
+/// suite's time. Both run to their end; then it panics, naming the release, if either did.
+pub fn newest_and_older<N, O, FN, FO>(newest: N, older: O)
+where
+    N: FnOnce() -> FN + Send,
+    O: FnOnce() -> FO + Send,
+    FN: std::future::Future<Output = ()>,
+    FO: std::future::Future<Output = ()>,
+{
+    fn on_runtime<F: std::future::Future<Output = ()>>(scenario: impl FnOnce() -> F) {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("a runtime")
+            .block_on(scenario())
+    }
+    let failures: Vec<String> = std::thread::scope(|s| {
+        let thread = |which: &str| std::thread::Builder::new().name(which.to_string());
+        let runs = [
+            (
+                Newest::WHICH,
+                thread(Newest::WHICH).spawn_scoped(s, || on_runtime(newest)),
+            ),
+            (
+                Older::WHICH,
+                thread(Older::WHICH).spawn_scoped(s, || on_runtime(older)),
+            ),
+        ];
+        runs.into_iter()
+            .filter_map(|(which, run)| {
+                let panic = run.expect("a thread").join().err()?;
+                let text = panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default();
+                Some(format!("the {which} release: {text}"))
+            })
+            .collect()
+    });
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// One `#[test]` per scenario named, each running `super::NAME::<$newest>()` and
+/// `super::NAME::<$older>()` at once ([`newest_and_older`]): a store suite's tests for one store
+/// and its two supported releases.
+#[macro_export]
+macro_rules! newest_and_older_tests {
+    ($newest:ty, $older:ty; $($name:ident),* $(,)?) => {$(
+        #[test]
+        fn $name() {
+            $crate::common::release::newest_and_older(
+                || super::$name::<$newest>(),
+                || super::$name::<$older>(),
+            )
+        }
+    )*};
+}
