@@ -18,24 +18,25 @@ use std::time::{Duration, Instant};
 /// (asked once per process); panics, saying how to build it, when it is not there.
 fn bin<R: Release>(name: &'static str) -> PathBuf {
     static BINS: OnceLock<Mutex<HashMap<(&str, &str), PathBuf>>> = OnceLock::new();
-    let mut bins = BINS.get_or_init(Default::default).lock().unwrap();
-    bins.entry((R::WHICH, name))
-        .or_insert_with(|| {
-            let lib = format!("{}/etcd/lib.sh", env!("CARGO_MANIFEST_DIR"));
-            let out = Command::new("bash")
-                .arg("-c")
-                .arg(format!(". {lib} && etcd_bin \"$1\" \"$2\""))
-                .args(["etcd-test", name, R::WHICH])
-                .output()
-                .expect("bash runs");
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr).trim_end()
-            );
-            PathBuf::from(String::from_utf8_lossy(&out.stdout).trim_end())
-        })
-        .clone()
+    let bins = BINS.get_or_init(Default::default);
+    if let Some(path) = bins.lock().unwrap().get(&(R::WHICH, name)) {
+        return path.clone();
+    }
+    let lib = format!("{}/etcd/lib.sh", env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(format!(". {lib} && etcd_bin \"$1\" \"$2\""))
+        .args(["etcd-test", name, R::WHICH])
+        .output()
+        .expect("bash runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr).trim_end()
+    );
+    let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim_end());
+    bins.lock().unwrap().insert((R::WHICH, name), path.clone());
+    path
 }
 
 pub struct Member {

@@ -1,8 +1,10 @@
 //! Which supported release of a store a test runs: a type parameter of the harness's stores
 //! (`Zk<R>`, `Etcd<R>`, the newest when left out), so that the suites written over fixture types
-//! (`conformance!`, `negotiation!`, `store_faults!`) run once more against the older release
-//! with a line each. The releases themselves are pinned in `zk/lib.sh` and `etcd/lib.sh`, built
-//! into the store cache by `tests/ensure-deps.sh`; a release that is not there fails the test.
+//! (`conformance!`, `negotiation!`, `store_faults!`) name both releases of a store in their
+//! line, and each of their tests runs its scenario against both at once
+//! ([`newest_and_older`]). The releases themselves are pinned in `zk/lib.sh` and `etcd/lib.sh`,
+//! made in the store cache by `tests/ensure-deps.sh`; a release that is not there fails the
+//! test.
 
 /// A supported release of each store.
 pub trait Release: Send + Sync + 'static {
@@ -72,7 +74,7 @@ where
 
 /// One `#[test]` per scenario named, each running `super::NAME::<$newest>()` and
 /// `super::NAME::<$older>()` at once ([`newest_and_older`]): a store suite's tests for one store
-/// and its two supported releases.
+/// and its two supported releases, in a module of their own beside the scenarios.
 #[macro_export]
 macro_rules! newest_and_older_tests {
     ($newest:ty, $older:ty; $($name:ident),* $(,)?) => {$(

@@ -53,7 +53,6 @@ fn etcdctl(ns: &str, args: &[&str]) -> Result<String> {
         .arg(format!("--endpoints=127.0.0.1:{ETCD_PORT}"))
         .args(["--dial-timeout=1s", "--command-timeout=1s"])
         .args(args)
-        .env("ETCDCTL_API", "3")
         .stdin(Stdio::null())
         .output()?;
     if !out.status.success() {
