@@ -385,6 +385,98 @@ async fn an_idle_holder_takes_its_own_slot_back_after_a_store_outage<S: Store>()
     assert!(back.0, "the only slot was not claimed back");
 }
 
+/// Instances of several slots (`--slots 2`) filling a pool of 4, nobody waiting (expiry 2 s;
+/// every mark twice the 5 s horizon ahead), the store frozen 4 s: once it answers, each
+/// instance takes both its slots back — whichever of its leases claims first — and issues
+/// again within 2 s, where waiting out a mark would cost 6 s. IDs after are above every ID
+/// before.
+async fn instances_of_several_slots_take_their_own_back_after_a_store_outage<S: Store>() {
+    let s = S::single();
+    let mut args = vec!["--pool-size", "4", "--cluster-id", "11", "--slots", "2"];
+    args.extend(idcar_defaults(&s));
+    args[7] = "2s";
+    let mut both = Vec::new();
+    for _ in 0..2 {
+        let i = s.start(&args).await;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while held(&i).await < 2 {
+            assert!(
+                Instant::now() < deadline,
+                "never held two slots: {}",
+                i.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        both.push(i);
+    }
+    for slot in 0..4 {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while s.mark(11, slot).saturating_sub(now_ms()) < 8_000 {
+            assert!(
+                Instant::now() < deadline,
+                "slot {slot}'s mark never 8 s ahead"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    let mut before = Vec::new();
+    for i in &both {
+        before.extend(i.take(300).await.unwrap());
+    }
+    s.pause(0);
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    s.resume(0);
+    let answered = Instant::now();
+    let mut last_refused = [None, None];
+    let mut after = Vec::new();
+    while answered.elapsed() < Duration::from_secs(4) {
+        for (k, i) in both.iter().enumerate() {
+            match i.take(10).await {
+                Ok(ids) => after.extend(ids),
+                Err(_) => last_refused[k] = Some(answered.elapsed()),
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    eprintln!("refused until {last_refused:?} after the store answered");
+    for (k, i) in both.iter().enumerate() {
+        let logs = i.logs();
+        let refused = last_refused[k].unwrap_or_default();
+        assert!(
+            refused < Duration::from_secs(2),
+            "instance {k}: IDs again only {refused:?} after the store answered: {logs}"
+        );
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while held(i).await < 2 {
+            assert!(
+                Instant::now() < deadline,
+                "instance {k} holds fewer than two slots again"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let logs = i.logs();
+        assert_eq!(
+            logs.matches("slot claimed back").count(),
+            2,
+            "instance {k} did not take both its slots back: {logs}"
+        );
+        assert!(
+            !logs.contains("waiting for the clock to pass"),
+            "instance {k} waited: {logs}"
+        );
+    }
+    let highest = before.iter().map(|id| ts(*id)).max().unwrap();
+    for i in &both {
+        let again = i.take(300).await.unwrap();
+        assert!(again.iter().all(|id| ts(*id) > highest));
+        after.extend(again);
+    }
+    assert_unique(&[before, after].concat());
+    for mut i in both {
+        i.stop_ok().await;
+    }
+}
+
 /// Starts a holder with `args` (lable64 cluster `cluster`), waits until its mark of slot 0 is
 /// `ahead` ms past the clock, freezes the store for `freeze`, and takes IDs every 20 ms for 4 s
 /// after it answers: the last refusal must end within 2 s. Whether the log says it claimed its
@@ -789,6 +881,7 @@ macro_rules! store_faults {
                 a_frozen_holder_never_duplicates_its_successor,
                 an_idle_holder_writes_seldom_and_a_waiter_brings_its_mark_down,
                 an_idle_holder_takes_its_own_slot_back_after_a_store_outage,
+                instances_of_several_slots_take_their_own_back_after_a_store_outage,
                 a_crash_in_a_full_pool_is_taken_over_within_the_bound,
                 mismatched_pool_parameters_are_refused
             );

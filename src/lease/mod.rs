@@ -35,7 +35,7 @@ pub mod store;
 pub mod tls;
 pub mod zk;
 
-pub use issuance::Issuance;
+pub use issuance::{Issuance, Left, LeftBehind};
 pub use protocol::Protocol;
 
 pub use crate::generator::{Issued, Window};
@@ -255,6 +255,11 @@ pub struct Part {
     pub process: Arc<str>,
     /// This part's own: what the service issued under its windows.
     pub issuance: Issuance,
+    /// Shared by the instance's parts: what their holds left when their sessions ended, for a
+    /// claim back by any of them.
+    pub left: LeftBehind,
+    /// Shared by the instance's parts: while it holds no slot, one part claims at a time.
+    first: Arc<tokio::sync::Mutex<()>>,
     /// Whether every slot of the pool is held, as the instance's pool gauges last saw it
     /// (shared by its parts): holders then keep their marks within twice the horizon.
     pub full: Arc<watch::Sender<bool>>,
@@ -298,6 +303,8 @@ impl Part {
         let took = Arc::new(tokio::sync::Notify::new());
         let process: Arc<str> = pool::tree::instance_id().into();
         let full = Arc::new(watch::channel(false).0);
+        let left = LeftBehind::default();
+        let first = Arc::new(tokio::sync::Mutex::new(()));
         (0..of).map(move |index| Part {
             index,
             of,
@@ -306,6 +313,8 @@ impl Part {
             took: took.clone(),
             process: process.clone(),
             issuance: Issuance::default(),
+            left: left.clone(),
+            first: first.clone(),
             full: full.clone(),
         })
     }
@@ -342,6 +351,20 @@ impl Part {
                 return;
             }
             took.await;
+        }
+    }
+
+    /// Waits until this part may claim as the instance's first: no other part of it claims
+    /// while it holds no slot (its parts would take several slots of a pool where other
+    /// instances then hold none; the one that takes a slot makes the others spares). `None`
+    /// once this part is a spare (a sibling took a slot meanwhile): it claims as one.
+    pub(crate) async fn claim_first(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+        if self.of == 1 || self.is_spare() {
+            return None;
+        }
+        tokio::select! {
+            guard = self.first.lock() => (!self.is_spare()).then_some(guard),
+            () = self.became_spare() => None,
         }
     }
 

@@ -153,13 +153,14 @@ impl Issuing {
 
     /// Installs `window` in the generator of lease `part` — none if the lease revoked its
     /// generation meanwhile — and says to `told`, under the generator's lock, what is installed
-    /// now and the highest tick issued for its slot (see [`Issuance`]).
+    /// now and the highest tick issued for its slot before and after (see [`Issuance`]).
     pub(super) fn install(&self, part: usize, window: Option<Window>, told: &Issuance) {
         let mut core = self.core(part);
         told.installing(window.map(|w| w.generation), |allowed| {
+            let before = core.gen.slot_issued();
             core.gen.set_window(window.filter(|_| allowed));
             let installed = core.gen.window().map(|w| (w.slot, w.generation));
-            (installed, core.gen.slot_issued())
+            (installed, before, core.gen.slot_issued())
         });
     }
 

@@ -15,7 +15,7 @@ use super::client::{prefix_end, Etcd};
 use super::marks::{absent, delete, get, put, range_kvs, EtcdMarks};
 use super::{session, EtcdError};
 use crate::lease::identity::Record;
-use crate::lease::pool::tree::{parse_mark, parse_owner, Owner, Paths};
+use crate::lease::pool::tree::{parse_owner, Marked, Owner, Paths};
 use crate::lease::pool::{Change, Fault, Look, Negotiation, Recorded, Session, Took};
 use idcar_etcd_api::etcdserverpb as rpc;
 use idcar_etcd_api::etcdserverpb::range_request::{SortOrder, SortTarget};
@@ -66,6 +66,20 @@ impl EtcdSession {
 
 fn prefix(dir: &str) -> String {
     format!("{dir}/")
+}
+
+/// The marks of the `free` slots among the mark keys `kvs` under `dir` (a slot with none: 0).
+fn marked(kvs: &[idcar_etcd_api::mvccpb::KeyValue], dir: &str, free: &[u32]) -> Vec<Marked> {
+    let found: BTreeMap<u32, Marked> = kvs
+        .iter()
+        .filter_map(|kv| {
+            let n = slot_of(&kv.key, dir)?;
+            Some((n, Marked::read(n, &kv.value)))
+        })
+        .collect();
+    free.iter()
+        .map(|&n| found.get(&n).copied().unwrap_or(Marked::missing(n)))
+        .collect()
 }
 
 fn slot_of(key: &[u8], dir: &str) -> Option<u32> {
@@ -206,7 +220,7 @@ impl Session for EtcdSession {
         &self,
         neg: &Negotiation,
         _prefer: Option<u32>,
-    ) -> Result<Option<Vec<(u32, u64)>>, Fault> {
+    ) -> Result<Option<Vec<Marked>>, Fault> {
         let read = |r: rpc::RangeRequest| rpc::RequestOp {
             request: Some(rpc::request_op::Request::RequestRange(r)),
         };
@@ -247,18 +261,10 @@ impl Session for EtcdSession {
         if queued > 0 {
             return Ok(None);
         }
-        let found: BTreeMap<u32, u64> = range_kvs(&r, 2)
-            .iter()
-            .filter_map(|kv| {
-                let mark = parse_mark(&kv.value).unwrap_or(u64::MAX);
-                Some((slot_of(&kv.key, &marks)?, mark))
-            })
+        let free: Vec<u32> = (0..neg.cfg.pool_size)
+            .filter(|n| !held.contains(n))
             .collect();
-        let free = (0..neg.cfg.pool_size).filter(|n| !held.contains(n));
-        Ok(Some(
-            free.map(|n| (n, found.get(&n).copied().unwrap_or(0)))
-                .collect(),
-        ))
+        Ok(Some(marked(&range_kvs(&r, 2), &marks, &free)))
     }
 
     /// Puts our queue key (keeping it if it is there already).
@@ -368,7 +374,7 @@ impl Session for EtcdSession {
         Ok((held, change))
     }
 
-    async fn marks_of(&self, _neg: &Negotiation, free: &[u32]) -> Result<Vec<(u32, u64)>, Fault> {
+    async fn marks_of(&self, _neg: &Negotiation, free: &[u32]) -> Result<Vec<Marked>, Fault> {
         // Serializable (the member at hand answers): only the order in which free slots are
         // tried; the take reads the mark it fences on afresh.
         let dir = self.paths.marks();
@@ -377,18 +383,7 @@ impl Session for EtcdSession {
             ..range(&dir)
         };
         let r = self.etcd.range("reading the marks", req).await?;
-        let marks: BTreeMap<u32, u64> = r
-            .kvs
-            .iter()
-            .filter_map(|kv| {
-                let mark = parse_mark(&kv.value).unwrap_or(u64::MAX);
-                Some((slot_of(&kv.key, &dir)?, mark))
-            })
-            .collect();
-        Ok(free
-            .iter()
-            .map(|&n| (n, marks.get(&n).copied().unwrap_or(0)))
-            .collect())
+        Ok(marked(&r.kvs, &dir, free))
     }
 
     /// Puts `slots/N` and reads `marks/N` and `witness/N` in one transaction, while the pool's

@@ -13,8 +13,14 @@
 //!   start together), the next in that order, up to three takes; then the claim queues as
 //!   below.
 //! - As head: list the held slots (our own leftovers — a slot of this session whose lease was
-//!   lost — count as free). Prefer the slot held before; else the free slot with the lowest
-//!   mark (no mark means 0, so unused slots go first, lowest number first).
+//!   lost — count as free). Prefer a slot this instance can claim back (its mark still the
+//!   write of a hold of ours whose session ended: no wait, see `protocol::again`), then the
+//!   slot held before; else the free slot with the lowest mark (no mark means 0, so unused
+//!   slots go first, lowest number first). A slot to claim back is taken at once wherever the
+//!   claim stands in the queue: after the store's outage every instance takes its own back.
+//! - With `--slots`, while an instance holds no slot one of its leases claims at a time (the
+//!   others wait in the process, not in the queue): one instance's leases never take several
+//!   slots together while others' queue behind them.
 //! - With every slot held, stay at the head, report the exhaustion, and wait for the held
 //!   slots to change — unless another lease of this instance holds a slot (`--slots`): that
 //!   spare gives its place up and tries again later, so instances holding none go first.
@@ -33,10 +39,10 @@ use super::holding::{
     exhausted, queued_as_spare, random_slot, spare_may_take, wait_exhausted, ClaimFailed, End,
     Exhausted, Taken,
 };
-use super::{Fault, Negotiation, Session, Took};
+use super::{Fault, Marked, Negotiation, Session, Took};
 use crate::lease::protocol::Protocol;
 use crate::lease::store::MarkStore;
-use crate::lease::LeaseError;
+use crate::lease::{LeaseError, LeftBehind};
 use std::collections::BTreeSet;
 
 /// Pools above this size are claimed by random probes instead of queue and listing.
@@ -130,6 +136,8 @@ async fn claim<S: Session>(
     prefer: Option<u32>,
     history: &mut ClaimHistory,
 ) -> Result<Taken<S::Marks>, Failed> {
+    // While the instance holds no slot, one of its leases claims at a time.
+    let _first = neg.proto.part.claim_first().await;
     // Leftovers of this session's earlier attempts would block the queue or a slot forever.
     session.tidy(neg, marks).await?;
     let owner = neg.owner(session.owner_id());
@@ -194,7 +202,8 @@ async fn unqueued<S: Session>(
     if free.len() >= neg.cfg.pool_size as usize {
         return Ok(None);
     }
-    let order: Vec<u32> = by_mark(free, prefer, neg.proto.now_tick(), history)
+    let p = &neg.proto;
+    let order: Vec<u32> = by_mark(free, prefer, p.now_tick(), history, &p.part.left)
         .into_iter()
         .take(RACES)
         .collect();
@@ -215,30 +224,37 @@ async fn unqueued<S: Session>(
 /// queue).
 const RACES: usize = 3;
 
-/// The order in which free slots are tried (`free`: slot and mark): `prefer` first if it is
-/// free (whatever its mark), then those whose mark the clock is past, lowest mark first (ties
-/// to the lower slot). Slots this process never takes are left out.
+/// The order in which free slots are tried (`free`: their marks): those this instance can
+/// claim back first (`left`: a mark still the write of a hold of ours, lowest slot first),
+/// then `prefer` if it is free (whatever its mark), then those whose mark the clock is past,
+/// lowest mark first (ties to the lower slot). Slots this process never takes are left out.
 fn by_mark(
-    free: impl IntoIterator<Item = (u32, u64)>,
+    free: impl IntoIterator<Item = Marked>,
     prefer: Option<u32>,
     now: u64,
     history: &ClaimHistory,
+    left: &LeftBehind,
 ) -> Vec<u32> {
+    let mut ours = Vec::new();
     let mut preferred = None;
     let mut past: Vec<(u64, u32)> = Vec::new();
-    for (n, mark) in free {
+    for m in free {
+        let n = m.slot;
         if history.skip.contains(&n) {
             continue;
         }
-        if Some(n) == prefer {
+        if left.mark_is_ours(n, m.mark, m.by) {
+            ours.push(n);
+        } else if Some(n) == prefer {
             preferred = Some(n);
-        } else if mark < now {
-            past.push((mark, n));
+        } else if m.mark < now {
+            past.push((m.mark, n));
         }
     }
+    ours.sort_unstable();
     past.sort_unstable();
-    preferred
-        .into_iter()
+    ours.into_iter()
+        .chain(preferred)
         .chain(past.into_iter().map(|(_, n)| n))
         .collect()
 }
@@ -262,10 +278,12 @@ async fn wait_for_turn<S: Session>(
         let Some((n, ahead, change)) = session.ahead(neg, place).await? else {
             return Ok(None);
         };
-        // A spare (another part of this instance took a slot meanwhile) waits its turn.
-        let spare = neg.proto.part.is_spare();
-        if !spare && lost < RACES && n < neg.cfg.pool_size as usize {
-            if let Some(slot) = ranked_slot(neg, session, marks, prefer, n, history).await? {
+        // A spare (another part of this instance took a slot meanwhile) waits its turn. Past
+        // the pool's size a place takes nothing by rank, only a slot to claim back.
+        let part = &neg.proto.part;
+        let rank = Some(n).filter(|n| *n < neg.cfg.pool_size as usize);
+        if !part.is_spare() && lost < RACES && (rank.is_some() || !part.left.is_empty()) {
+            if let Some(slot) = ranked_slot(neg, session, marks, prefer, rank, history).await? {
                 match try_slot(neg, session, marks, slot, Some(place), history).await? {
                     Tried::Claimed(c) => return Ok(Some(c)),
                     Tried::Taken => {
@@ -283,28 +301,46 @@ async fn wait_for_turn<S: Session>(
     Err(Fault::Unavailable("the slot queue never moved".into()).into())
 }
 
-/// The free slot of rank `rank` in [`by_mark`]'s order — `prefer` if it is free; `None` if
-/// there are not that many (the head takes what is left, waiting past a mark if it must).
+/// A free slot to claim back, whatever the rank; else, with a `rank`, `prefer` if it is free,
+/// or the free slot of that rank in [`by_mark`]'s order. `None` if there is none (the head
+/// takes what is left, waiting past a mark if it must).
 async fn ranked_slot<S: Session>(
     neg: &Negotiation,
     session: &S,
     marks: &S::Marks,
     prefer: Option<u32>,
-    rank: usize,
+    rank: Option<usize>,
     history: &ClaimHistory,
 ) -> Result<Option<u32>, Fault> {
     let (held, _) = session.held(neg, marks, prefer).await?;
     let free: Vec<u32> = (0..neg.cfg.pool_size)
         .filter(|n| !held.contains(n) && !history.skip.contains(n))
         .collect();
-    if let Some(p) = prefer.filter(|p| free.contains(p)) {
-        return Ok(Some(p));
+    let p = &neg.proto;
+    let left = &p.part.left;
+    if left.is_empty() {
+        // Nothing to claim back: no need to read the marks for the preferred slot.
+        if let Some(p) = prefer.filter(|p| rank.is_some() && free.contains(p)) {
+            return Ok(Some(p));
+        }
     }
-    if rank >= free.len() {
+    if free.is_empty() || (rank.is_none_or(|r| r >= free.len()) && left.is_empty()) {
         return Ok(None);
     }
     let marked = session.marks_of(neg, &free).await?;
-    let order = by_mark(marked, None, neg.proto.now_tick(), history);
+    if let Some(m) = marked
+        .iter()
+        .find(|m| left.mark_is_ours(m.slot, m.mark, m.by))
+    {
+        return Ok(Some(m.slot));
+    }
+    let Some(rank) = rank else {
+        return Ok(None);
+    };
+    if let Some(p) = prefer.filter(|p| free.contains(p)) {
+        return Ok(Some(p));
+    }
+    let order = by_mark(marked, None, p.now_tick(), history, left);
     Ok(order.get(rank).copied())
 }
 
@@ -345,10 +381,7 @@ async fn take_slot<S: Session>(
                 return Err(Failed::GaveWay);
             }
         }
-        let slot = match prefer.filter(|p| free.contains(p)) {
-            Some(p) => p,
-            None => lowest_mark(neg, session, &free).await?,
-        };
+        let slot = head_pick(neg, session, &free, prefer).await?;
         match try_slot(neg, session, marks, slot, Some(place), history).await? {
             Tried::Claimed(c) => return Ok(c),
             Tried::Taken => {}
@@ -468,14 +501,31 @@ async fn probe_slot<S: Session>(
     Err(Fault::Unavailable(format!("no free slot found in {}", neg.paths.slots())).into())
 }
 
-/// The free slot whose mark is lowest (a missing mark counts as 0); ties go to the lower slot.
-async fn lowest_mark<S: Session>(
+/// The slot the head of the queue takes of the `free` ones: one to claim back, else `prefer`,
+/// else the one whose mark is lowest (a missing mark counts as 0; ties go to the lower slot).
+async fn head_pick<S: Session>(
     neg: &Negotiation,
     session: &S,
     free: &[u32],
+    prefer: Option<u32>,
 ) -> Result<u32, Fault> {
+    let left = &neg.proto.part.left;
+    if left.is_empty() {
+        if let Some(p) = prefer.filter(|p| free.contains(p)) {
+            return Ok(p);
+        }
+    }
     let marked = session.marks_of(neg, free).await?;
-    let best = marked.into_iter().map(|(n, mark)| (mark, n)).min();
+    if let Some(m) = marked
+        .iter()
+        .find(|m| left.mark_is_ours(m.slot, m.mark, m.by))
+    {
+        return Ok(m.slot);
+    }
+    if let Some(p) = prefer.filter(|p| free.contains(p)) {
+        return Ok(p);
+    }
+    let best = marked.into_iter().map(|m| (m.mark, m.slot)).min();
     Ok(best.map_or(free[0], |(_, n)| n))
 }
 
@@ -484,21 +534,52 @@ mod tests {
     use super::*;
 
     #[test]
-    fn free_slots_are_tried_preferred_first_then_by_past_mark() {
+    fn free_slots_are_tried_ours_first_then_preferred_then_by_past_mark() {
         let mut history = ClaimHistory::default();
         history.skip.insert(4);
-        // (slot, mark); the clock is at 100.
+        let mark = |slot, mark| Marked {
+            slot,
+            mark,
+            by: Some(0x70 + u64::from(slot)),
+        };
+        // The clock is at 100.
         let free = [
-            (0, 50),
-            (1, 10),
-            (2, 10),
-            (3, 200),
-            (4, 0),
-            (5, 99),
-            (6, 100),
+            mark(0, 50),
+            mark(1, 10),
+            mark(2, 10),
+            mark(3, 200),
+            mark(4, 0),
+            mark(5, 99),
+            mark(6, 100),
+            mark(7, 300),
         ];
-        assert_eq!(by_mark(free, None, 100, &history), [1, 2, 0, 5]);
-        assert_eq!(by_mark(free, Some(3), 100, &history), [3, 1, 2, 0, 5]);
-        assert_eq!(by_mark(free, Some(4), 100, &history), [1, 2, 0, 5]);
+        let none = LeftBehind::default();
+        assert_eq!(by_mark(free, None, 100, &history, &none), [1, 2, 0, 5]);
+        assert_eq!(
+            by_mark(free, Some(3), 100, &history, &none),
+            [3, 1, 2, 0, 5]
+        );
+        assert_eq!(by_mark(free, Some(4), 100, &history, &none), [1, 2, 0, 5]);
+        // Slot 7 left by a hold of this instance, its mark (ahead of the clock) still its
+        // write: first, before the preferred slot.
+        let left = LeftBehind::default();
+        let held = |slot, token, marks: Vec<u64>| crate::lease::Left {
+            slot,
+            token,
+            marks,
+            floor: 0,
+            window: 0,
+            generation: 1,
+        };
+        left.leave(1, held(7, 0x77, vec![250, 300]), Default::default());
+        assert_eq!(
+            by_mark(free, Some(3), 100, &history, &left),
+            [7, 3, 1, 2, 0, 5]
+        );
+        // Written since by another claim (another token), or to another value: not ours.
+        left.leave(1, held(7, 0x78, vec![300]), Default::default());
+        assert_eq!(by_mark(free, None, 100, &history, &left), [1, 2, 0, 5]);
+        left.leave(1, held(7, 0x77, vec![250]), Default::default());
+        assert_eq!(by_mark(free, None, 100, &history, &left), [1, 2, 0, 5]);
     }
 }

@@ -225,11 +225,13 @@ async fn take<S: Session>(
             claim_ms = started.elapsed().as_millis() as u64,
             "slot claimed"
         );
-        // The slot this lease held last, its mark still its own write: no one issued under
-        // it since, and what this process issued under it the service says (which covers what
-        // `written` remembers of its own loss of it).
-        let mut claim = match p.left().filter(|left| left.is_ours(slot, &stored)) {
-            Some(left) => protocol::again::claim_back(p, &left, stored).await,
+        // A slot a hold of this instance left (this lease's or another's), its mark still that
+        // hold's own write: no one issued under it since, and what this process issued under
+        // it the service says (which covers what `written` remembers of its own loss of it).
+        let mut claim = match p.part.left.take_ours(slot, &stored) {
+            Some((left, issuance)) => {
+                protocol::again::claim_back(p, &left, &issuance, stored).await
+            }
             None => {
                 let mut claim = Claim::new(p, slot, stored);
                 if let Some(w) = p.part.written.get(slot) {

@@ -28,7 +28,7 @@ mod session;
 pub mod tree;
 
 pub use report::{ClusterReport, IdentityReport, MultiSlot, SlotReport, Waiter};
-pub use tree::{Owner, Paths};
+pub use tree::{Marked, Owner, Paths};
 
 use super::identity::Record;
 use super::planted::PlantedBug;
@@ -240,7 +240,7 @@ pub(crate) trait Session: Send + Sync + Sized + 'static {
         &self,
         neg: &Negotiation,
         prefer: Option<u32>,
-    ) -> impl Future<Output = Result<Option<Vec<(u32, u64)>>, Fault>> + Send;
+    ) -> impl Future<Output = Result<Option<Vec<Marked>>, Fault>> + Send;
 
     /// Joins the queue with `owner`: our place.
     fn enqueue(
@@ -277,13 +277,12 @@ pub(crate) trait Session: Send + Sync + Sized + 'static {
         prefer: Option<u32>,
     ) -> impl Future<Output = Result<(BTreeSet<u32>, Change), Fault>> + Send;
 
-    /// The marks of `free` slots (a missing mark is 0, an unreadable one `u64::MAX`), in one
-    /// round trip.
+    /// The marks of `free` slots, in one round trip.
     fn marks_of(
         &self,
         neg: &Negotiation,
         free: &[u32],
-    ) -> impl Future<Output = Result<Vec<(u32, u64)>, Fault>> + Send;
+    ) -> impl Future<Output = Result<Vec<Marked>, Fault>> + Send;
 
     /// Takes `slot` and reads its mark in one step, while the pool is still the one agreed:
     /// **the claim comes before the read** (or with it), so no one else writes the mark read.

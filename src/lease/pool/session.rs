@@ -171,7 +171,11 @@ async fn serve<S: Store>(
                 session: &session,
                 marks: session.marks(neg, witness),
                 history: &mut l.history,
-                demand: crate::lease::protocol::Demand::new(demand, p.part.full.subscribe()),
+                demand: crate::lease::protocol::Demand::new(
+                    demand,
+                    p.part.full.subscribe(),
+                    p.timing.horizon,
+                ),
             };
             holding::serve(&mut claimant, &mut l.stop, &mut l.across).await
         }

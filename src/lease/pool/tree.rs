@@ -183,6 +183,44 @@ pub fn parse_mark_and_token(data: &[u8]) -> Option<(u64, Option<&str>)> {
     Some((mark, token))
 }
 
+/// A slot's mark as a look at the pool read it, to choose which free slot to try.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Marked {
+    pub slot: u32,
+    /// Its ticks: a missing mark reads 0, an unreadable one `u64::MAX` (tried last, by the
+    /// head only).
+    pub mark: u64,
+    /// The token of the claim that wrote it, if it says.
+    pub by: Option<u64>,
+}
+
+impl Marked {
+    /// Slot `slot` with no mark.
+    pub fn missing(slot: u32) -> Marked {
+        Marked {
+            slot,
+            mark: 0,
+            by: None,
+        }
+    }
+
+    /// Slot `slot` with the mark node's `data`.
+    pub fn read(slot: u32, data: &[u8]) -> Marked {
+        let (mark, by) =
+            parse_mark_and_token(data).map_or((u64::MAX, None), |(m, t)| (m, token_of(t)));
+        Marked { slot, mark, by }
+    }
+
+    /// Slot `slot` whose mark could not be read.
+    pub fn unreadable(slot: u32) -> Marked {
+        Marked {
+            slot,
+            mark: u64::MAX,
+            by: None,
+        }
+    }
+}
+
 /// A writing claim's token as marks hold it (16 hex digits), as a number.
 pub fn token_of(text: Option<&str>) -> Option<u64> {
     u64::from_str_radix(text?, 16).ok()

@@ -22,44 +22,23 @@
 //! floor is the old claim's window — still never below a tick it issued.
 
 use super::{Claim, Protocol, Stored};
+use crate::lease::issuance::{Issuance, Left};
 use std::time::Duration;
-
-/// What a hold left behind, once it had published a window.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Left {
-    pub slot: u32,
-    /// The claim's token, written beside every mark it wrote.
-    pub token: u64,
-    /// Every value its writes may have left in the store: the last one confirmed and those sent
-    /// with no reply.
-    pub marks: Vec<u64>,
-    /// The claim's floor: above every tick earlier holders of the slot issued.
-    pub floor: u64,
-    /// The highest window it published: no tick it issued is above it.
-    pub window: u64,
-    /// The generation its windows were published under.
-    pub generation: u64,
-}
-
-impl Left {
-    /// Whether the mark a new claim of `slot` read is still one this hold wrote.
-    pub fn is_ours<V>(&self, slot: u32, stored: &Stored<V>) -> bool {
-        self.slot == slot && stored.by == Some(self.token) && self.marks.contains(&stored.mark)
-    }
-}
 
 /// How long a claim back waits for the service to say what it issued under the old claim.
 const SETTLE_AT_MOST: Duration = Duration::from_secs(1);
 
 /// A claim of `left`'s slot whose mark, read as `stored`, is still its own: floored at what
 /// this process issued for the slot (see the module's comment), the mark as stored.
-pub async fn claim_back<V: Copy>(p: &Protocol, left: &Left, stored: Stored<V>) -> Claim<V> {
+/// `issuance`: that of the lease whose hold left it (this one's, or another of the instance's).
+pub async fn claim_back<V: Copy>(
+    p: &Protocol,
+    left: &Left,
+    issuance: &Issuance,
+    stored: Stored<V>,
+) -> Claim<V> {
     let max = p.wait_past(left.window).min(SETTLE_AT_MOST);
-    let settled = p
-        .part
-        .issuance
-        .settle(left.slot, left.generation, max)
-        .await;
+    let settled = issuance.settle(left.slot, left.generation, max).await;
     let floor = match settled {
         Some(highest) => highest.map_or(left.floor, |h| h.max(left.floor)),
         None => left.window,

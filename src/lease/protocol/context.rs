@@ -3,9 +3,9 @@
 
 use super::super::planted::PlantedBug;
 use super::super::{LeaseError, LeaseState, Part, Timing, Window};
-use super::again::Left;
 use crate::clock::Clock;
 use crate::layout::Scheme;
+use crate::lease::Left;
 use crate::metrics::Metrics;
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,8 +25,6 @@ pub struct Protocol {
     pub planted: PlantedBug,
     /// Which of the instance's leases this is.
     pub part: Part,
-    /// What the last hold whose session ended left behind (see [`super::again`]).
-    left: std::sync::Mutex<Option<Left>>,
 }
 
 impl Protocol {
@@ -52,7 +50,6 @@ impl Protocol {
             tx,
             planted,
             part,
-            left: std::sync::Mutex::new(None),
         };
         (p, rx)
     }
@@ -98,14 +95,11 @@ impl Protocol {
         e
     }
 
-    /// What the last hold that published a window left behind (see [`super::again`]).
-    pub fn left(&self) -> Option<Left> {
-        self.left.lock().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-
-    /// Remembers what a hold left behind (`None`: nothing to claim back).
-    pub(super) fn leave(&self, left: Option<Left>) {
-        *self.left.lock().unwrap_or_else(|p| p.into_inner()) = left;
+    /// Remembers what a hold left behind, for a claim back by any of the instance's leases
+    /// (see [`super::again`]).
+    pub(super) fn leave(&self, left: Left) {
+        let part = &self.part;
+        part.left.leave(part.index, left, part.issuance.clone());
     }
 
     /// The testing aid [`Timing::starve`]: zero unless built with `fault-injection`.

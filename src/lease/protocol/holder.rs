@@ -3,7 +3,6 @@
 //! the store says so, and every way a hold ends. The invariant it keeps is stated in
 //! [`super`].
 
-use super::again::Left;
 use super::horizon::{Demand, Horizons, Reach};
 use super::{
     interrupted, lapse, or_lapse, publish, recovered, replaced, restore, stolen, stored_mark,
@@ -12,6 +11,7 @@ use super::{
 use crate::lease::pace::Pace;
 use crate::lease::planted::PlantedBug;
 use crate::lease::stop::{Interrupted, Stop};
+use crate::lease::Left;
 use std::future::Future;
 use std::pin::Pin;
 use std::time::{Duration, Instant};
@@ -93,7 +93,7 @@ impl<'a, S: MarkStore> Holder<'a, S> {
     pub(super) async fn run(mut self, stop: &mut Stop, demand: &mut Demand) -> Outcome {
         let end = self.passes(stop, demand).await;
         if self.published {
-            self.p.leave(Some(self.left()));
+            self.p.leave(self.left());
         }
         end
     }

@@ -18,7 +18,9 @@
 //! [`crate::lease::protocol`] holds as it did. A holder cut from its store keeps its window
 //! moving up to the stored mark, then stops.
 
+use std::time::Duration;
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 /// How far a holder's mark may reach now, from what the store says of its pool.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,6 +53,10 @@ impl Reach {
 pub struct Demand {
     waiting: Option<watch::Receiver<bool>>,
     full: Option<watch::Receiver<bool>>,
+    /// How long a pool seen full counts as full still (see [`Demand::reach`]).
+    linger: Duration,
+    /// When the pool was last seen full.
+    full_seen: Option<Instant>,
 }
 
 impl Demand {
@@ -59,15 +65,23 @@ impl Demand {
         Demand {
             waiting: None,
             full: None,
+            linger: Duration::ZERO,
+            full_seen: None,
         }
     }
 
     /// Follows what a store's watcher of its waiters publishes on `waiting`, and its watcher
-    /// of the held slots on `full`.
-    pub fn new(waiting: watch::Receiver<bool>, full: watch::Receiver<bool>) -> Demand {
+    /// of the held slots on `full`; a pool seen full counts as full for `linger` after.
+    pub fn new(
+        waiting: watch::Receiver<bool>,
+        full: watch::Receiver<bool>,
+        linger: Duration,
+    ) -> Demand {
         Demand {
             waiting: Some(waiting),
             full: Some(full),
+            linger,
+            full_seen: None,
         }
     }
 
@@ -76,11 +90,21 @@ impl Demand {
         self.waiting.as_ref().is_some_and(|rx| *rx.borrow())
     }
 
-    /// How far the mark may reach now.
-    pub fn reach(&self) -> Reach {
+    /// How far the mark may reach now. A pool seen full within `linger` counts as full: a
+    /// slot handed over (a release, a slot given back) leaves the pool with room for a moment
+    /// only, and a mark written to the idle horizon then would stand in a successor's way if
+    /// its holder died before the next write.
+    pub fn reach(&mut self) -> Reach {
+        let now = Instant::now();
+        if self.full.as_ref().is_some_and(|rx| *rx.borrow()) {
+            self.full_seen = Some(now);
+        }
+        let full = self
+            .full_seen
+            .is_some_and(|seen| now.saturating_duration_since(seen) <= self.linger);
         if self.waiting() {
             Reach::Short
-        } else if self.full.as_ref().is_some_and(|rx| *rx.borrow()) {
+        } else if full {
             Reach::Full
         } else {
             Reach::Idle
@@ -318,5 +342,24 @@ mod tests {
         let w = H.window(0, u64::MAX - 10);
         assert_eq!(w, u64::MAX);
         assert_eq!(H.to_write(u64::MAX, w, u64::MAX - 10, false, IDLE), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_pool_seen_full_counts_as_full_for_a_while_after() {
+        let (waiting, rx_waiting) = watch::channel(false);
+        let (full, rx_full) = watch::channel(false);
+        let mut d = Demand::new(rx_waiting, rx_full, Duration::from_secs(5));
+        assert_eq!(d.reach(), Reach::Idle);
+        full.send_replace(true);
+        assert_eq!(d.reach(), Reach::Full);
+        // A slot handed over: room for a moment, still full for the linger.
+        full.send_replace(false);
+        tokio::time::advance(Duration::from_secs(4)).await;
+        assert_eq!(d.reach(), Reach::Full);
+        waiting.send_replace(true);
+        assert_eq!(d.reach(), Reach::Short, "a waiter comes first");
+        waiting.send_replace(false);
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert_eq!(d.reach(), Reach::Idle, "room for longer than the linger");
     }
 }

@@ -15,12 +15,12 @@
 
 use super::marks::{PoolFence, Unreadable, ZkMarks};
 use super::pool::data_or_none;
-use super::tree::{parse_mark, parse_owner, Owner, Paths};
+use super::tree::{parse_owner, Marked, Owner, Paths};
 use super::{acls, params, session, Fault};
 use crate::lease::identity::Record;
 use crate::lease::pool::{Change, Look, Negotiation, Recorded, Session, Took};
 use crate::lease::stop::Stop;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use tokio::task::JoinHandle;
@@ -89,15 +89,14 @@ impl ZkSession {
     }
 }
 
-/// A mark as a multi read answered: missing reads 0; unreadable (or unreadable for us) reads
-/// `u64::MAX`, so that it is tried last, and only by the head.
-fn mark_read(r: zk::MultiReadResult) -> u64 {
+/// Slot `slot`'s mark as a multi read answered it.
+fn mark_read(slot: u32, r: zk::MultiReadResult) -> Marked {
     match r {
-        zk::MultiReadResult::Data { data, .. } => parse_mark(&data).unwrap_or(u64::MAX),
+        zk::MultiReadResult::Data { data, .. } => Marked::read(slot, &data),
         zk::MultiReadResult::Error {
             err: zk::Error::NoNode,
-        } => 0,
-        _ => u64::MAX,
+        } => Marked::missing(slot),
+        _ => Marked::unreadable(slot),
     }
 }
 
@@ -231,7 +230,7 @@ impl Session for ZkSession {
         &self,
         neg: &Negotiation,
         prefer: Option<u32>,
-    ) -> Result<Option<Vec<(u32, u64)>>, Fault> {
+    ) -> Result<Option<Vec<Marked>>, Fault> {
         let pool = neg.cfg.pool_size;
         let mut reader = self.client.new_multi_reader();
         reader.add_get_children(&self.paths.queue())?;
@@ -254,7 +253,7 @@ impl Session for ZkSession {
             return Ok(None);
         }
         let free = (0..pool).zip(results).filter(|(n, _)| !held.contains(n));
-        Ok(Some(free.map(|(n, r)| (n, mark_read(r))).collect()))
+        Ok(Some(free.map(|(n, r)| mark_read(n, r)).collect()))
     }
 
     async fn enqueue(&self, _neg: &Negotiation, owner: &[u8]) -> Result<String, Fault> {
@@ -334,19 +333,20 @@ impl Session for ZkSession {
         Ok((held, change))
     }
 
-    async fn marks_of(&self, _neg: &Negotiation, free: &[u32]) -> Result<Vec<(u32, u64)>, Fault> {
-        // One round trip: a missing mark answers with an error of its own, read as 0.
+    async fn marks_of(&self, _neg: &Negotiation, free: &[u32]) -> Result<Vec<Marked>, Fault> {
+        // One round trip: a missing mark answers with an error of its own.
         let mut reader = self.client.new_multi_reader();
         for &n in free {
             reader.add_get_data(&self.paths.mark(n))?;
         }
         let results = reader.commit().await?;
-        let marks: BTreeMap<u32, u64> = free
+        let mut marks: Vec<Marked> = free
             .iter()
             .zip(results)
-            .map(|(&n, r)| (n, mark_read(r)))
+            .map(|(&n, r)| mark_read(n, r))
             .collect();
-        Ok(marks.into_iter().collect())
+        marks.sort_unstable_by_key(|m| m.slot);
+        Ok(marks)
     }
 
     async fn take(
