@@ -87,18 +87,27 @@ impl LeftBehind {
             .any(|(l, _)| l.slot == slot && l.wrote(mark, by))
     }
 
-    /// Takes what a hold of `slot` left, if the mark a new claim of it read (`stored`) is
-    /// still that hold's own write: it is claimed back. Either way what was left of `slot` is
-    /// forgotten here (the new claim writes the mark with a token of its own).
-    pub fn take_ours<V>(&self, slot: u32, stored: &Stored<V>) -> Option<(Left, Issuance)> {
-        let mut m = self.map();
-        let ours = m
-            .iter()
-            .find(|(_, (l, _))| l.is_ours(slot, stored))
-            .map(|(part, _)| *part);
-        let taken = ours.and_then(|part| m.remove(&part));
-        m.retain(|_, (l, _)| l.slot != slot);
-        taken
+    /// What a hold of `slot` left, if the mark a new claim of it read (`stored`) is still that
+    /// hold's own write: it is claimed back. Kept until the new claim's hold publishes a
+    /// window ([`LeftBehind::forget`]): a claim back whose first write never lands leaves the
+    /// mark still that hold's, for the next claim to take back.
+    pub fn ours<V>(&self, slot: u32, stored: &Stored<V>) -> Option<(Left, Issuance)> {
+        self.map()
+            .values()
+            .find(|(l, _)| l.is_ours(slot, stored))
+            .cloned()
+    }
+
+    /// Forgets what holds left of `slot` (a new claim of it wrote its mark).
+    pub fn forget(&self, slot: u32) {
+        self.map().retain(|_, (l, _)| l.slot != slot);
+    }
+
+    /// Forgets what holds left whose every mark the clock (`now`, in ticks) is past: a claim
+    /// of such a slot waits for nothing anyway.
+    pub fn forget_past(&self, now: u64) {
+        self.map()
+            .retain(|_, (l, _)| l.marks.iter().any(|m| *m >= now));
     }
 }
 
@@ -301,22 +310,23 @@ mod tests {
         assert!(left.mark_is_ours(5, 760, Some(0xfeed)));
         assert!(!left.mark_is_ours(5, 761, Some(0xfeed)), "another value");
         assert!(!left.mark_is_ours(4, 760, Some(0xfeed)), "another slot");
-        assert!(
-            left.take_ours(5, &stored(760, None)).is_none(),
-            "witness above"
-        );
-        assert!(
-            left.is_empty(),
-            "a claim of the slot forgets what was left of it"
-        );
-        left.leave(1, held.clone(), other.clone());
-        assert!(left.take_ours(5, &stored(760, Some(0xbeef))).is_none());
-        left.leave(1, held.clone(), other.clone());
-        // Part 0 claims the slot part 1 left: it gets part 1's record and Issuance, once.
-        let (l, i) = left.take_ours(5, &stored(700, Some(0xfeed))).expect("ours");
+        assert!(left.ours(5, &stored(760, None)).is_none(), "witness above");
+        assert!(left.ours(5, &stored(760, Some(0xbeef))).is_none());
+        // Part 0 claims the slot part 1 left: it gets part 1's record and Issuance, kept
+        // until its own hold of the slot publishes.
+        let (l, i) = left.ours(5, &stored(700, Some(0xfeed))).expect("ours");
         assert_eq!(l, held);
         assert!(Arc::ptr_eq(&i.0, &other.0));
-        assert!(left.take_ours(5, &stored(700, Some(0xfeed))).is_none());
+        assert!(left.ours(5, &stored(700, Some(0xfeed))).is_some());
+        left.forget(4);
+        assert!(!left.is_empty());
+        left.forget(5);
+        assert!(left.is_empty());
+        // Once the clock is past every mark it may have left, a record is of no use.
+        left.leave(1, held.clone(), other.clone());
+        left.forget_past(760);
+        assert!(!left.is_empty());
+        left.forget_past(761);
         assert!(left.is_empty());
     }
 }

@@ -218,6 +218,9 @@ fn publish<V>(
     if !*published || *lapsed {
         if !*published {
             *generation += 1;
+            // Its first write is in: what an earlier hold left of the slot can no longer be
+            // claimed back (the mark carries this claim's token now).
+            p.part.left.forget(claim.slot);
         }
         *published = true;
         *lapsed = false;

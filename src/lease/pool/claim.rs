@@ -138,6 +138,7 @@ async fn claim<S: Session>(
 ) -> Result<Taken<S::Marks>, Failed> {
     // While the instance holds no slot, one of its leases claims at a time.
     let _first = neg.proto.part.claim_first().await;
+    neg.proto.part.left.forget_past(neg.proto.now_tick());
     // Leftovers of this session's earlier attempts would block the queue or a slot forever.
     session.tidy(neg, marks).await?;
     let owner = neg.owner(session.owner_id());

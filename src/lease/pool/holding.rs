@@ -228,7 +228,7 @@ async fn take<S: Session>(
         // A slot a hold of this instance left (this lease's or another's), its mark still that
         // hold's own write: no one issued under it since, and what this process issued under
         // it the service says (which covers what `written` remembers of its own loss of it).
-        let mut claim = match p.part.left.take_ours(slot, &stored) {
+        let mut claim = match p.part.left.ours(slot, &stored) {
             Some((left, issuance)) => {
                 protocol::again::claim_back(p, &left, &issuance, stored).await
             }
