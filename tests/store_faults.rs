@@ -773,7 +773,8 @@ async fn a_partitioned_holder_stops_and_its_successor_takes_over<S: Store>() {
 /// at once that it lost the slot, and its clock runs 1 s ahead of the successor's
 /// (`--clock-skew`), so its IDs carry times the successor's clock has not reached: it really
 /// issues after its expiry, within its own mark. Every ID from both must be unique, and the
-/// successor's must all lie above the holder's, because the successor waits past the mark.
+/// successor's must all lie above the holder's, because the successor waits past the mark
+/// (the holder reaches its store again only once the successor took the slot).
 async fn a_frozen_holder_never_duplicates_its_successor<S: Store>() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let s = S::single();
@@ -791,9 +792,12 @@ async fn a_frozen_holder_never_duplicates_its_successor<S: Store>() {
     proxy.blackhole(true);
     a.signal(Signal::SIGSTOP);
     let paused = Instant::now();
-    // The successor claims once the frozen holder's session or lease expires...
+    // The successor finds the slot free once the frozen holder's session or lease expires
+    // (it waits for the mark before the take, or holds the slot and waits after it)...
     let deadline = Instant::now() + Duration::from_secs(20);
-    while b.metric("idcar_lease_claims_total").await != Some(1.0) {
+    while b.metric("idcar_lease_claims_total").await != Some(1.0)
+        && !b.logs().contains("waiting for a free slot's mark to pass")
+    {
         assert!(Instant::now() < deadline, "no claim: {}", b.logs());
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -836,6 +840,13 @@ async fn a_frozen_holder_never_duplicates_its_successor<S: Store>() {
         !a_after.is_empty(),
         "the resumed holder issued nothing: the test missed its window"
     );
+    // The successor takes the slot once the clock is past the mark; only then does the holder
+    // reach its store again (sooner, it would take its own slot back, its mark still its own).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while b.metric("idcar_lease_claims_total").await != Some(1.0) {
+        assert!(Instant::now() < deadline, "no claim: {}", b.logs());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     proxy.blackhole(false);
     // Both keep being asked until the successor has served for a while.
     b.wait_ready(Duration::from_secs(30)).await;

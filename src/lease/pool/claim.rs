@@ -16,8 +16,11 @@
 //!   lost — count as free). Prefer a slot this instance can claim back (its mark still the
 //!   write of a hold of ours whose session ended: no wait, see `protocol::again`), then the
 //!   slot held before; else the free slot with the lowest mark (no mark means 0, so unused
-//!   slots go first, lowest number first). A slot to claim back is taken at once wherever the
-//!   claim stands in the queue: after the store's outage every instance takes its own back.
+//!   slots go first, lowest number first) — once the clock is past that mark: the head waits
+//!   before the take, not after it (the same time for it), so that the slot's last holder,
+//!   whose session ended with the store's, may still take it back at once. A slot to claim
+//!   back is taken at once wherever the claim stands in the queue: after the store's outage
+//!   every instance takes its own back.
 //! - With `--slots`, while an instance holds no slot one of its leases claims at a time (the
 //!   others wait in the process, not in the queue): one instance's leases never take several
 //!   slots together while others' queue behind them.
@@ -204,7 +207,8 @@ async fn unqueued<S: Session>(
         return Ok(None);
     }
     let p = &neg.proto;
-    let order: Vec<u32> = by_mark(free, prefer, p.now_tick(), history, &p.part.left)
+    let fixed = fixed(neg, prefer);
+    let order: Vec<u32> = by_mark(free, prefer, fixed, p.now_tick(), history, &p.part.left)
         .into_iter()
         .take(RACES)
         .collect();
@@ -225,13 +229,22 @@ async fn unqueued<S: Session>(
 /// queue).
 const RACES: usize = 3;
 
+/// Whether `prefer` is the slot the configuration prefers (`--prefer-ordinal`: the pod's own),
+/// tried first whatever its mark; the slot held last is preferred only once the clock is past
+/// its mark (written by another since, that one may still take it back at once).
+fn fixed(neg: &Negotiation, prefer: Option<u32>) -> bool {
+    prefer.is_some() && prefer == neg.cfg.prefer
+}
+
 /// The order in which free slots are tried (`free`: their marks): those this instance can
 /// claim back first (`left`: a mark still the write of a hold of ours, lowest slot first),
-/// then `prefer` if it is free (whatever its mark), then those whose mark the clock is past,
-/// lowest mark first (ties to the lower slot). Slots this process never takes are left out.
+/// then `prefer` if it is free (whatever its mark if `fixed`, else once the clock is past
+/// it), then those whose mark the clock is past, lowest mark first (ties to the lower slot).
+/// Slots this process never takes are left out.
 fn by_mark(
     free: impl IntoIterator<Item = Marked>,
     prefer: Option<u32>,
+    fixed: bool,
     now: u64,
     history: &ClaimHistory,
     left: &LeftBehind,
@@ -246,7 +259,7 @@ fn by_mark(
         }
         if left.mark_is_ours(n, m.mark, m.by) {
             ours.push(n);
-        } else if Some(n) == prefer {
+        } else if Some(n) == prefer && (fixed || m.mark < now) {
             preferred = Some(n);
         } else if m.mark < now {
             past.push((m.mark, n));
@@ -319,7 +332,8 @@ async fn ranked_slot<S: Session>(
         .collect();
     let p = &neg.proto;
     let left = &p.part.left;
-    if left.is_empty() {
+    let fixed = fixed(neg, prefer);
+    if left.is_empty() && fixed {
         // Nothing to claim back: no need to read the marks for the preferred slot.
         if let Some(p) = prefer.filter(|p| rank.is_some() && free.contains(p)) {
             return Ok(Some(p));
@@ -338,10 +352,14 @@ async fn ranked_slot<S: Session>(
     let Some(rank) = rank else {
         return Ok(None);
     };
-    if let Some(p) = prefer.filter(|p| free.contains(p)) {
-        return Ok(Some(p));
+    let now = p.now_tick();
+    if let Some(m) = marked
+        .iter()
+        .find(|m| Some(m.slot) == prefer && (fixed || m.mark < now))
+    {
+        return Ok(Some(m.slot));
     }
-    let order = by_mark(marked, None, p.now_tick(), history, left);
+    let order = by_mark(marked, None, false, now, history, left);
     Ok(order.get(rank).copied())
 }
 
@@ -362,6 +380,8 @@ async fn take_slot<S: Session>(
 ) -> Result<Taken<S::Marks>, Failed> {
     let (p, pool) = (&neg.proto, neg.cfg.pool_size);
     let mut reported = false;
+    // The slot whose mark this claim said it waits for.
+    let mut said = None;
     loop {
         let (held, change) = session.held(neg, marks, prefer).await?;
         let free: Vec<u32> = (0..pool)
@@ -382,7 +402,29 @@ async fn take_slot<S: Session>(
                 return Err(Failed::GaveWay);
             }
         }
-        let slot = head_pick(neg, session, &free, prefer).await?;
+        let (slot, ahead) = head_pick(neg, session, &free, prefer).await?;
+        if let Some(wait) = ahead {
+            // Its mark is ahead of the clock and not ours: the wait comes before the take
+            // rather than after it, the same time for this claim, while the slot's last
+            // holder may still take it back at once (its session ended with the store's).
+            if said != Some(slot) {
+                said = Some(slot);
+                tracing::info!(
+                    slot,
+                    wait_ms = wait.as_millis() as u64,
+                    "waiting for a free slot's mark to pass before taking it: its last holder may take it back"
+                );
+            }
+            p.pending(format!(
+                "waiting {} ms for slot {slot}'s mark to pass before taking it",
+                wait.as_millis()
+            ));
+            tokio::select! {
+                () = change => {}
+                () = tokio::time::sleep(wait) => {}
+            }
+            continue;
+        }
         match try_slot(neg, session, marks, slot, Some(place), history).await? {
             Tried::Claimed(c) => return Ok(c),
             Tried::Taken => {}
@@ -502,18 +544,22 @@ async fn probe_slot<S: Session>(
     Err(Fault::Unavailable(format!("no free slot found in {}", neg.paths.slots())).into())
 }
 
-/// The slot the head of the queue takes of the `free` ones: one to claim back, else `prefer`,
-/// else the one whose mark is lowest (a missing mark counts as 0; ties go to the lower slot).
+/// The slot the head of the queue takes of the `free` ones: one to claim back, else `prefer`
+/// (see [`fixed`]), else the one whose mark is lowest (a missing mark counts as 0; ties go to the lower slot) —
+/// with how long until the clock is past that one's mark, if it is ahead (within
+/// `--max-clock-wait`; a mark further ahead is taken, and handled as the lease's wait does).
 async fn head_pick<S: Session>(
     neg: &Negotiation,
     session: &S,
     free: &[u32],
     prefer: Option<u32>,
-) -> Result<u32, Fault> {
-    let left = &neg.proto.part.left;
-    if left.is_empty() {
+) -> Result<(u32, Option<std::time::Duration>), Fault> {
+    let p = &neg.proto;
+    let left = &p.part.left;
+    let fixed = fixed(neg, prefer);
+    if left.is_empty() && fixed {
         if let Some(p) = prefer.filter(|p| free.contains(p)) {
-            return Ok(p);
+            return Ok((p, None));
         }
     }
     let marked = session.marks_of(neg, free).await?;
@@ -521,13 +567,22 @@ async fn head_pick<S: Session>(
         .iter()
         .find(|m| left.mark_is_ours(m.slot, m.mark, m.by))
     {
-        return Ok(m.slot);
+        return Ok((m.slot, None));
     }
-    if let Some(p) = prefer.filter(|p| free.contains(p)) {
-        return Ok(p);
+    let now = p.now_tick();
+    if let Some(m) = marked
+        .iter()
+        .find(|m| Some(m.slot) == prefer && (fixed || m.mark < now))
+    {
+        return Ok((m.slot, None));
     }
-    let best = marked.into_iter().map(|m| (m.mark, m.slot)).min();
-    Ok(best.map_or(free[0], |(_, n)| n))
+    let Some((mark, slot)) = marked.into_iter().map(|m| (m.mark, m.slot)).min() else {
+        return Ok((free[0], None));
+    };
+    let ahead = (mark != u64::MAX && mark >= now)
+        .then(|| p.wait_past(mark))
+        .filter(|w| !w.is_zero() && *w <= p.timing.max_clock_wait);
+    Ok((slot, ahead))
 }
 
 #[cfg(test)]
@@ -555,12 +610,27 @@ mod tests {
             mark(7, 300),
         ];
         let none = LeftBehind::default();
-        assert_eq!(by_mark(free, None, 100, &history, &none), [1, 2, 0, 5]);
         assert_eq!(
-            by_mark(free, Some(3), 100, &history, &none),
+            by_mark(free, None, false, 100, &history, &none),
+            [1, 2, 0, 5]
+        );
+        assert_eq!(
+            by_mark(free, Some(3), true, 100, &history, &none),
             [3, 1, 2, 0, 5]
         );
-        assert_eq!(by_mark(free, Some(4), 100, &history, &none), [1, 2, 0, 5]);
+        assert_eq!(
+            by_mark(free, Some(4), true, 100, &history, &none),
+            [1, 2, 0, 5]
+        );
+        // The slot held last, not the configured one: first only once its mark has passed.
+        assert_eq!(
+            by_mark(free, Some(3), false, 100, &history, &none),
+            [1, 2, 0, 5]
+        );
+        assert_eq!(
+            by_mark(free, Some(5), false, 100, &history, &none),
+            [5, 1, 2, 0]
+        );
         // Slot 7 left by a hold of this instance, its mark (ahead of the clock) still its
         // write: first, before the preferred slot.
         let left = LeftBehind::default();
@@ -574,13 +644,19 @@ mod tests {
         };
         left.leave(1, held(7, 0x77, vec![250, 300]), Default::default());
         assert_eq!(
-            by_mark(free, Some(3), 100, &history, &left),
+            by_mark(free, Some(3), true, 100, &history, &left),
             [7, 3, 1, 2, 0, 5]
         );
         // Written since by another claim (another token), or to another value: not ours.
         left.leave(1, held(7, 0x78, vec![300]), Default::default());
-        assert_eq!(by_mark(free, None, 100, &history, &left), [1, 2, 0, 5]);
+        assert_eq!(
+            by_mark(free, None, false, 100, &history, &left),
+            [1, 2, 0, 5]
+        );
         left.leave(1, held(7, 0x77, vec![250]), Default::default());
-        assert_eq!(by_mark(free, None, 100, &history, &left), [1, 2, 0, 5]);
+        assert_eq!(
+            by_mark(free, None, false, 100, &history, &left),
+            [1, 2, 0, 5]
+        );
     }
 }
