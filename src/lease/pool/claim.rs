@@ -579,7 +579,9 @@ async fn head_pick<S: Session>(
     let Some((mark, slot)) = marked.into_iter().map(|m| (m.mark, m.slot)).min() else {
         return Ok((free[0], None));
     };
-    let ahead = (mark != u64::MAX && mark >= now)
+    // The planted bug that skips the mark's wait skips this one too (campaign only).
+    let planted = p.planted() == crate::lease::planted::PlantedBug::SkipMarkWait;
+    let ahead = (!planted && mark != u64::MAX && mark >= now)
         .then(|| p.wait_past(mark))
         .filter(|w| !w.is_zero() && *w <= p.timing.max_clock_wait);
     Ok((slot, ahead))
