@@ -22,6 +22,7 @@
 
 pub(crate) mod claim;
 pub(crate) mod holding;
+mod order;
 pub mod params;
 pub mod report;
 mod session;
