@@ -9,7 +9,7 @@
 //! have an idle pool and a full pool beside the main one (the store frozen past the sessions,
 //! its history compacted with etcd, and a full pool's holder replaced are among the faults
 //! drawn, each held to its availability bound); those with a planted bug the main pool alone,
-//! where successors take slots over. Each run is about 80 s; they run one at a
+//! where successors take slots over. Each run is 30 to 40 s; they run one at a
 //! time. Needs root (network namespaces, nftables), as CI has: see docs/campaign.md. They run the
 //! `idcar` binary built beside the campaign's with the testing aids, as the workspace's
 //! `cargo test` builds it (alone: `cargo build --features fault-injection --bin idcar` first).
@@ -93,10 +93,16 @@ fn passes(args: &[&str]) -> Value {
 }
 
 /// A short run (`duration`) with the planted `bug`, drawing faults from `faults` (those that
-/// reach the bug: a successor taking a slot over, an operator lowering a mark). The main pool
+/// reach the bug: a successor taking a slot over, an operator lowering a mark), twice as often
+/// as by default, so that a short run sees several. The main pool
 /// alone: in the idle and full pools no successor waits to take a slot over, so faults drawn
 /// there would only dilute those that reach the bug.
 fn catches(bug: &str, duration: &str, faults: &str, extra: &[&str]) {
+    catches_every(bug, duration, "2s", faults, extra)
+}
+
+/// As [`catches`], with faults starting `every` so often on average.
+fn catches_every(bug: &str, duration: &str, every: &str, faults: &str, extra: &[&str]) {
     let mut args = vec![
         "--seed",
         "7",
@@ -104,6 +110,8 @@ fn catches(bug: &str, duration: &str, faults: &str, extra: &[&str]) {
         duration,
         "--faults",
         faults,
+        "--fault-interval",
+        every,
         "--plant-bug",
         bug,
         "--idle-pool",
@@ -142,7 +150,7 @@ fn lable64_campaign_with_a_fixed_seed_and_an_upgrade_and_rollback_passes() {
         "--seed",
         "7",
         "--duration",
-        "45s",
+        "30s",
         "--previous-idcar",
         previous.to_str().unwrap(),
     ]);
@@ -175,7 +183,7 @@ fn sno80_campaign_with_a_random_seed_and_two_slots_per_sidecar_passes() {
         "--seed",
         &seed.to_string(),
         "--duration",
-        "45s",
+        "30s",
         "--layout",
         "sno80",
         "--slots",
@@ -190,7 +198,7 @@ const TAKEOVERS: &str = "kill,stop,term,partition";
 
 #[test]
 fn a_successor_that_ignores_the_mark_is_caught() {
-    catches("skip-mark-wait", "40s", TAKEOVERS, &[]);
+    catches("skip-mark-wait", "25s", TAKEOVERS, &[]);
 }
 
 /// With etcd as the store and the uuid7 layout, whose checker also judges order per slot.
@@ -200,7 +208,7 @@ fn etcd_campaign_of_uuid7_with_a_fixed_seed_passes_in_order() {
         "--seed",
         "7",
         "--duration",
-        "45s",
+        "30s",
         "--store",
         "etcd",
         "--layout",
@@ -212,19 +220,26 @@ fn etcd_campaign_of_uuid7_with_a_fixed_seed_passes_in_order() {
 
 #[test]
 fn a_successor_that_ignores_the_mark_is_caught_with_etcd() {
-    catches("skip-mark-wait", "40s", TAKEOVERS, &["--store", "etcd"]);
+    catches("skip-mark-wait", "25s", TAKEOVERS, &["--store", "etcd"]);
 }
 
 #[test]
 fn a_renewal_that_stores_a_lower_mark_is_caught() {
-    catches("lower-mark", "40s", TAKEOVERS, &[]);
+    catches("lower-mark", "25s", TAKEOVERS, &[]);
 }
 
 /// An operator lowers or deletes a held slot's mark (the `mark` fault): a holder that gave the
 /// slot up instead of writing the mark back hands its successor a floor below its own ticks.
 #[test]
 fn a_holder_that_does_not_write_a_lowered_mark_back_is_caught() {
-    catches("no-write-back", "40s", "mark,kill", &[]);
+    // No one waits long in this pool: marks follow the window, so that a slot whose holder a
+    // kill took while no one waited does not hold the run's liveness check for the idle horizon.
+    catches(
+        "no-write-back",
+        "25s",
+        "mark,kill",
+        &["--idle-horizon", "4s"],
+    );
 }
 
 /// As many sidecars as slots: a restarted sidecar takes its slot back at once (none queues
@@ -247,7 +262,7 @@ const EVERY_SIDECAR_HOLDS: [&str; 6] = [
 fn an_abandoned_release_that_writes_the_floor_is_caught() {
     catches(
         "abandon-to-floor",
-        "40s",
+        "25s",
         "abandon,kill",
         &EVERY_SIDECAR_HOLDS,
     );
@@ -260,7 +275,14 @@ fn an_abandoned_release_that_writes_the_floor_is_caught() {
 fn a_pool_that_ignores_its_identity_is_caught() {
     let mut extra = vec!["--layout", "si53"];
     extra.extend_from_slice(&EVERY_SIDECAR_HOLDS);
-    catches("ignore-pool-identity", "40s", "reconfigure,mark", &extra);
+    // A reconfigure waits for the pool to settle: at the default pace, the run sees two.
+    catches_every(
+        "ignore-pool-identity",
+        "40s",
+        "4s",
+        "reconfigure,mark",
+        &extra,
+    );
 }
 
 #[test]

@@ -112,7 +112,8 @@ pub struct Measure {
     pub judged: usize,
     /// The longest time measured, ms.
     pub longest_ms: Option<f64>,
-    /// The bound from docs/zookeeper.md, ms (`None`: none promised; refusals are judged).
+    /// The bound from docs/zookeeper.md of the longest one, ms (`None`: none promised; refusals
+    /// are judged). Bounds differ by pool (an idle pool's marks reach further).
     pub bound_ms: Option<f64>,
 }
 
@@ -120,8 +121,10 @@ impl Measure {
     fn add(&mut self, ns: u64, bound_ns: Option<u64>) {
         self.judged += 1;
         let ms = ns as f64 / 1e6;
-        self.longest_ms = Some(self.longest_ms.map_or(ms, |m| m.max(ms)));
-        self.bound_ms = bound_ns.map(|b| b as f64 / 1e6);
+        if self.longest_ms.is_none_or(|m| ms >= m) {
+            self.longest_ms = Some(ms);
+            self.bound_ms = bound_ns.map(|b| b as f64 / 1e6);
+        }
     }
 }
 
@@ -258,6 +261,19 @@ mod tests {
             cluster,
         };
         u128::from(f.pack().expect("in range"))
+    }
+
+    #[test]
+    fn a_measure_shows_the_bound_of_its_longest() {
+        let mut m = Measure::default();
+        m.add(7_000 * MS, Some(60_000 * MS));
+        m.add(3_000 * MS, Some(4_000 * MS));
+        assert_eq!(
+            (m.judged, m.longest_ms, m.bound_ms),
+            (2, Some(7_000.0), Some(60_000.0))
+        );
+        m.add(9_000 * MS, Some(4_000 * MS));
+        assert_eq!((m.longest_ms, m.bound_ms), (Some(9_000.0), Some(4_000.0)));
     }
 
     fn op(sidecar: usize, at: u64, first: usize, count: usize, ok: bool) -> Op {
