@@ -16,6 +16,7 @@
 //! waits are shared out in arrival order instead of won by races (docs/benchmarks.md).
 
 mod following;
+mod install;
 mod issuing;
 mod readiness;
 mod reporting;
@@ -140,14 +141,16 @@ impl Service {
     }
 
     /// Installs each lease change in its generator until the lease channels close (see
-    /// [`following`]), saying to each lease's `issuances` (in the leases' order; missing ones
+    /// [`install`]), saying to each lease's `issuances` (in the leases' order; missing ones
     /// are told nothing) what is installed and issued.
     pub async fn follow_lease(self: Arc<Self>, issuances: Vec<crate::lease::Issuance>) {
         let mut parts = tokio::task::JoinSet::new();
         for part in 0..self.issuing.parts() {
             let svc = self.clone();
             let told = issuances.get(part).cloned().unwrap_or_default();
-            parts.spawn(async move { svc.leases.follow(&svc.issuing, part, &told).await });
+            parts.spawn(
+                async move { install::follow(&svc.leases, &svc.issuing, part, &told).await },
+            );
         }
         // Dropping the set (this task aborted) aborts every part's follower.
         while parts.join_next().await.is_some() {}

@@ -1,4 +1,4 @@
-//! A starved renewal path does not cost the lease (issue 20): with default lease flags (3 s
+//! A starved renewal path does not cost the lease: with default lease flags (3 s
 //! horizon, 1 s interval), every mark write held back 1.2 s after its mark was chosen — as on
 //! a node where the renewal waits its turn behind a hundred busy threads. A fixed interval would
 //! let the mark run out every cycle (the mark written when a renewal is due reaches 3 s; the

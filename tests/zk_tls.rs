@@ -1,4 +1,4 @@
-//! ZooKeeper over TLS, client certificates and credentials from files (issue 21), against
+//! ZooKeeper over TLS, client certificates and credentials from files, against
 //! ZooKeeper (the newest supported release) with its Netty connection factory and certificates
 //! made by openssl (`zk/tls-certs.sh`): a claim over TLS; mutual TLS whose x509 identity owns
 //! the pool (a client without it can neither read nor write); every error names the flag to

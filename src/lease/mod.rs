@@ -434,7 +434,7 @@ mod tests {
 
     #[test]
     fn a_spare_gives_way_only_to_instances_holding_none() {
-        use super::pool::holding::spare_may_take;
+        use super::pool::spare::spare_may_take;
         use super::pool::tree::Owner;
         let owner = |process: Option<&str>, spare: bool| {
             let mut o = Owner::for_this_process("s".into(), "i", None, &Part::default(), 0);
@@ -472,7 +472,7 @@ mod tests {
 
     #[test]
     fn a_slot_is_given_back_once_the_same_hungry_head_is_seen_twice() {
-        use super::pool::holding::give_back_now;
+        use super::pool::spare::give_back_now;
         use super::pool::tree::Owner;
         let parts: Vec<Part> = Part::all(3).collect();
         let hungry = |key: &str| {

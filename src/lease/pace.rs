@@ -1,6 +1,6 @@
 //! When to renew: early enough that a slow node cannot make the mark run out.
 //!
-//! A fixed interval is what starved leases under CPU pressure (issue 20): a mark written
+//! A fixed interval is what starved leases under CPU pressure: a mark written
 //! `horizon` ahead at the moment the renewal was *due* is in force only until then, and on a
 //! node where every wake-up waits its turn behind a hundred busy threads, a renewal that is
 //! due a second after the last one landed and then takes a second itself leaves nothing of a

@@ -290,6 +290,7 @@ async fn stolen<S: MarkStore>(p: &Protocol, store: &S, claim: &Claim<S::Version>
 }
 
 pub mod again;
+mod conflict;
 mod context;
 mod holder;
 pub mod horizon;

@@ -15,7 +15,7 @@
 //! which it also checksums, as `check` does here), and an overwrite of allocated blocks without a size change needs no journal commit, so
 //! the write waits for one I/O and nothing else. Under CPU pressure that matters: the old
 //! way (a temporary file, fsync, rename, fsync of the directory) waits for the file system's
-//! journal thread twice, and on a node saturated by a neighbour took seconds (issue 20).
+//! journal thread twice, and on a node saturated by a neighbour took seconds.
 //! When the file is not one sector yet (new, from an older version, edited by hand) or its
 //! contents outgrow one (many keys), or is not this process's alone (not a regular file, more
 //! than one hard link, readable by others), it is replaced the old way: a temporary file in

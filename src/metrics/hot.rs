@@ -2,7 +2,7 @@
 //!
 //! A prometheus `IntCounter` or `Histogram` is one set of atomics: every thread serving a
 //! request adds to the same cache line, which then moves between cores on every request
-//! (issue 20 measured it at 64 connections). Here every series keeps one row of cells per
+//! (measured at 64 connections). Here every series keeps one row of cells per
 //! shard, each row on cache lines of its own; a thread records into the shard it was dealt
 //! when it first recorded (threads are dealt shards in turn), and a scrape sums the shards.
 //! Recording is a relaxed `fetch_add` on a line that, as a rule, only one core touches.

@@ -153,7 +153,8 @@ pub struct Verdict {
     pub per_kind: BTreeMap<String, KindFigures>,
     /// Availability after faults, per kind with a bound on the time to IDs again.
     pub recovery: BTreeMap<String, Recovery>,
-    /// Refused or unanswered requests during busy-neighbour faults (not judged: see issue 20).
+    /// Refused or unanswered requests during busy-neighbour faults (not judged: a neighbour
+    /// that starves the host is outside the bounds).
     pub refusals_under_busy_neighbour: usize,
 }
 

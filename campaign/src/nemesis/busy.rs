@@ -1,8 +1,7 @@
 //! The busy neighbour: a CPU-saturating process beside the sidecars (the fault), and that
 //! process itself (`idcar-campaign busy`).
 
-use super::heal::Heal;
-use super::inject::{secs, Started};
+use super::started::{secs, Heal, Started};
 use super::Nemesis;
 use anyhow::Result;
 use std::process::{Command, Stdio};

@@ -1,70 +1,18 @@
 //! Healing a fault: what each kind of fault takes to undo, and undoing it (some in steps:
 //! a sidecar asked to exit is restarted once it has).
 
-use super::lock::{self, StaticPair};
+use super::lock;
 use super::operator::{probe_store, store_op};
+use super::started::Heal;
 use super::{refused_at_start, Nemesis};
 use crate::procs::{now_ns, Cluster, SidecarSpec};
 use anyhow::Result;
 use nix::sys::signal::Signal;
 use std::io::Read;
-use std::process::Child;
 use std::time::{Duration, Instant};
 
 /// How long a sidecar asked to exit gets before it is killed.
 const TERM_WAIT: Duration = Duration::from_secs(15);
-
-/// What healing a fault takes.
-pub(super) enum Heal {
-    Cut(Vec<usize>, Vec<usize>),
-    Restart {
-        s: usize,
-        skew: i64,
-    },
-    Cont {
-        s: usize,
-    },
-    Launch(Vec<usize>),
-    /// Every node started again after an outage; then `Probe`.
-    Relaunch(Vec<usize>),
-    /// The store's frozen nodes continued (SIGCONT); then `Probe`.
-    Thaw(Vec<usize>),
-    /// A probe of the store (`store-op probe`) saying when it answered again; the fault
-    /// healed at `healed_ns`.
-    Probe {
-        child: Child,
-        healed_ns: u64,
-    },
-    /// Wait (bounded) for a sidecar to exit (`how`: what ends it — a SIGTERM, a planted
-    /// panic), then start it with `skew`.
-    AfterExit {
-        s: usize,
-        skew: i64,
-        since: Instant,
-        how: &'static str,
-    },
-    /// A clock fault's end: SIGTERM the skewed incarnation, then restart it true.
-    Unskew {
-        s: usize,
-    },
-    Busy(Child),
-    /// Nothing to undo (an operator's fault on the store).
-    Nothing,
-    /// A release cut off from the store: heal the cut, then wait for the exit and restart.
-    CutRelease {
-        s: usize,
-        cut: (Vec<usize>, Vec<usize>),
-        since: Instant,
-    },
-    /// The reconfigure fault's end: the reconfigured sidecar stopped, `params` deleted again
-    /// (the others record theirs), the sidecar restarted plain.
-    Reconfigured {
-        s: usize,
-    },
-    /// The lock fault's end: the second static instance must have been refused, the first
-    /// must still serve; both stopped.
-    Lock(StaticPair),
-}
 
 impl Nemesis {
     /// Heals active fault `i`; `Ok(false)` when it must be tried again later. With `now`,

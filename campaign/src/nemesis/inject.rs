@@ -2,24 +2,14 @@
 //! the network faults themselves (a sidecar cut off, a split, a release cut off). The other
 //! kinds are in `sidecar`, `store`, `operator`, `lock` and `busy`.
 
-use super::heal::Heal;
+use super::started::{secs, Heal, Started};
 use super::{Active, Fault, Kind, Nemesis, ENSEMBLE_REST};
 use crate::procs::{now_ns, Cluster, SidecarSpec, Store};
 use anyhow::Result;
 use nix::sys::signal::Signal;
-use rand::rngs::StdRng;
 use rand::seq::IndexedRandom;
 use rand::Rng;
-use std::time::{Duration, Instant};
-
-/// A fault just injected: after how long it is healed, and what healing it takes. `None`:
-/// it could not be injected after all (nothing to heal, nothing recorded).
-pub(super) type Started = Option<(Duration, Heal)>;
-
-/// A random time between `lo` and `hi` seconds.
-pub(super) fn secs(rng: &mut StdRng, lo: f64, hi: f64) -> Duration {
-    Duration::from_secs_f64(rng.random_range(lo..hi))
-}
+use std::time::Instant;
 
 impl Nemesis {
     /// Starts a fault of a kind possible now, drawn at random, on a free sidecar drawn at

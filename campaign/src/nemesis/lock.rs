@@ -2,21 +2,12 @@
 //! a second instance started on the same state file, which must be refused while the first
 //! serves on.
 
-use super::heal::Heal;
-use super::inject::{secs, Started};
+use super::started::{secs, Heal, Started, StaticPair};
 use super::{Fault, Nemesis};
 use crate::procs::SidecarSpec;
 use anyhow::Result;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// The lock fault's two static instances on one state file.
-pub(super) struct StaticPair {
-    pub(super) first: Child,
-    pub(super) second: Child,
-    socket: std::path::PathBuf,
-    second_log: std::path::PathBuf,
-}
 
 impl Nemesis {
     /// Starts the lock fault: a pair of static instances on a new state file.

@@ -15,6 +15,7 @@ mod kind;
 mod lock;
 mod operator;
 mod sidecar;
+mod started;
 mod store;
 
 pub use busy::busy;
@@ -22,9 +23,9 @@ pub use kind::{Fault, Kind};
 
 use crate::procs::{now_ns, Cluster, SidecarSpec};
 use anyhow::Result;
-use heal::Heal;
 use rand::rngs::StdRng;
 use rand::Rng;
+use started::Heal;
 use std::time::{Duration, Instant};
 
 /// A fault in force: what it is, and when and how it is healed.

@@ -2,8 +2,7 @@
 //! deleted, the pool's parameters changed under running sidecars; and running such an
 //! operation (`storeop.rs`) inside a store node's namespace.
 
-use super::heal::Heal;
-use super::inject::{secs, Started};
+use super::started::{secs, Heal, Started};
 use super::{Fault, Nemesis};
 use crate::procs::{Cluster, SidecarSpec, MAIN_ROOT};
 use anyhow::{Context, Result};

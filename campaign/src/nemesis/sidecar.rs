@@ -2,8 +2,7 @@
 //! stepped, with a planted panic or abandoned release, or with parameters that disagree; and
 //! a holder of the full pool killed and replaced at once.
 
-use super::heal::Heal;
-use super::inject::{secs, Started};
+use super::started::{secs, Heal, Started};
 use super::{Fault, Nemesis};
 use crate::procs::{now_ns, Cluster, SidecarSpec};
 use anyhow::Result;

@@ -2,9 +2,8 @@
 //! of the store may be taken), every node frozen past the sessions, the history compacted
 //! (etcd), and a restore from a snapshot by the documented procedure.
 
-use super::heal::Heal;
-use super::inject::{secs, Started};
 use super::operator::store_op_in;
+use super::started::{secs, Heal, Started};
 use super::{Fault, Nemesis};
 use crate::procs::{now_ns, Cluster, SidecarSpec};
 use anyhow::Result;

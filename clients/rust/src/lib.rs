@@ -94,6 +94,7 @@ mod error;
 mod json;
 mod layout;
 mod prefetch;
+mod shared;
 pub mod wire;
 
 #[cfg(feature = "tokio")]

@@ -3,9 +3,9 @@
 //! fetch into it at a time — the refill, or a caller that found it empty fetching for itself
 //! — so nothing is fetched past it.
 
-use crate::client::{Shared, MAX_REQUEST};
 use crate::error::{Error, Result};
 use crate::layout::Id;
+use crate::shared::{Shared, MAX_REQUEST};
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};

@@ -1,12 +1,11 @@
 //! Who waits, in etcd: a contender at the head of an exhausted pool's queue (or probing an
 //! exhausted large pool) puts `wanted/<lease>` (attached to its etcd lease: it goes with it)
 //! until it holds a slot; every holder of the pool watches the `wanted/` prefix and keeps its
-//! mark short while any key is there (see `crate::lease::protocol::horizon`). A holder also
-//! watches its own mark, to write it back at once if someone else lowers it.
+//! mark short while any key is there (see `crate::lease::protocol::horizon`).
 
 use super::client::{prefix_end, Etcd};
-use super::marks::{delete, put};
-use super::slots::EtcdSession;
+use super::handle::EtcdSession;
+use super::ops::{delete, put};
 use crate::lease::pool::tree::Paths;
 use idcar_etcd_api::etcdserverpb as rpc;
 use std::time::Duration;
@@ -74,43 +73,11 @@ pub(super) async fn follow_demand(etcd: Etcd, paths: Paths, tx: watch::Sender<bo
         };
         match etcd.range("looking for contenders waiting", req).await {
             Ok(r) => {
-                crate::lease::zk::say(&tx, r.count > 0);
+                crate::lease::pool::say(&tx, r.count > 0);
                 let revision = r.header.map_or(0, |h| h.revision);
                 etcd.wait_change(&key, &end, revision, RECHECK).await;
             }
             Err(_) => tokio::time::sleep(AGAIN).await,
         }
-    }
-}
-
-/// Resolves when `key` (a mark) is no longer at `version` (its `mod_revision`) — changed or
-/// deleted — or when any of `others` changes or goes after its revision (the slot's key after
-/// our last mark write; the pool's `params` after the revision agreed, where fenced; see
-/// `crate::lease::store::MarkStore::changed`). Each is read after a wake and watched again from
-/// that read (see [`Etcd::wait_until`]): a compaction costs a read, never a poll.
-pub(super) async fn mark_changed(
-    etcd: Etcd,
-    key: String,
-    version: i64,
-    others: Vec<(String, i64)>,
-) {
-    let mark = etcd.wait_until(&key, version, RECHECK, |now| now.unwrap_or(0) == version);
-    // Any change after the revision (the key rewritten, or gone): the recheck tells whether it
-    // matters.
-    let other = |o: Option<(String, i64)>| {
-        let etcd = etcd.clone();
-        async move {
-            let Some((other, revision)) = o else {
-                return std::future::pending().await;
-            };
-            let still = |now: Option<i64>| now.is_some_and(|m| m <= revision);
-            etcd.wait_until(&other, revision, RECHECK, still).await;
-        }
-    };
-    let mut others = others.into_iter();
-    tokio::select! {
-        () = mark => {}
-        () = other(others.next()) => {}
-        () = other(others.next()) => {}
     }
 }

@@ -1,6 +1,7 @@
 //! etcd's lease calls: grant, revoke, and keep alive on one stream per lease.
 
-use super::client::{classify, Etcd, EtcdError};
+use super::client::Etcd;
+use super::error::{classify, EtcdError};
 use idcar_etcd_api::etcdserverpb as rpc;
 use idcar_etcd_api::etcdserverpb::lease_client::LeaseClient;
 use std::time::Duration;
@@ -10,6 +11,7 @@ impl Etcd {
     pub async fn grant(&self, ttl: i64) -> Result<(i64, i64), EtcdError> {
         let req = rpc::LeaseGrantRequest { ttl, id: 0 };
         let r = self
+            .conn
             .call_any("granting a lease", req, |ch, r| async move {
                 LeaseClient::new(ch).lease_grant(r).await
             })
@@ -26,11 +28,12 @@ impl Etcd {
     /// Revokes a lease: every key attached to it goes.
     pub async fn revoke(&self, id: i64) -> Result<(), EtcdError> {
         let req = rpc::LeaseRevokeRequest { id };
-        self.call_any("revoking a lease", req, |ch, r| async move {
-            LeaseClient::new(ch).lease_revoke(r).await
-        })
-        .await
-        .map(|_| ())
+        self.conn
+            .call_any("revoking a lease", req, |ch, r| async move {
+                LeaseClient::new(ch).lease_revoke(r).await
+            })
+            .await
+            .map(|_| ())
     }
 
     /// Opens a keep-alive stream for lease `id` on the current endpoint and keeps the lease
@@ -38,15 +41,17 @@ impl Etcd {
     /// request goes out with the stream: etcd answers the stream's headers only with the
     /// first answer.
     pub async fn keeper(&self, id: i64) -> Result<(Keeper, i64), EtcdError> {
-        let (i, ch) = self.pick();
+        let (i, ch) = self.conn.pick();
         let (tx, rx) = tokio::sync::mpsc::channel(1);
         tx.try_send(rpc::LeaseKeepAliveRequest { id })
             .expect("an empty channel takes one request");
-        let mut req = self.request(tokio_stream::wrappers::ReceiverStream::new(rx));
+        let mut req = self
+            .conn
+            .request(tokio_stream::wrappers::ReceiverStream::new(rx));
         // A stream lives for the lease: no grpc-timeout on it, each answer is bounded.
         req.metadata_mut().remove("grpc-timeout");
-        let url = &self.inner.endpoints[i].0;
-        let opened = tokio::time::timeout(self.inner.timeout, async {
+        let url = &self.conn.endpoints[i].0;
+        let opened = tokio::time::timeout(self.conn.timeout, async {
             let mut rx = LeaseClient::new(ch)
                 .lease_keep_alive(req)
                 .await?
@@ -61,14 +66,14 @@ impl Etcd {
                     id,
                     tx,
                     rx,
-                    timeout: self.inner.timeout,
+                    timeout: self.conn.timeout,
                     etcd: self.clone(),
                     endpoint: i,
                 },
                 first.ttl,
             )),
             Ok(Ok((_, None))) => {
-                self.move_on(i);
+                self.conn.move_on(i);
                 Err(EtcdError::Unavailable(format!(
                     "keeping the lease alive: etcd at {url} closed the stream"
                 )))
@@ -76,15 +81,15 @@ impl Etcd {
             Ok(Err(s)) => {
                 let e = classify(&s, "keeping the lease alive", url);
                 if matches!(e, EtcdError::Unavailable(_)) {
-                    self.move_on(i);
+                    self.conn.move_on(i);
                 }
                 Err(e)
             }
             Err(_) => {
-                self.move_on(i);
+                self.conn.move_on(i);
                 Err(EtcdError::Unavailable(format!(
                     "keeping the lease alive: no answer from etcd at {url} within {:?}",
-                    self.inner.timeout
+                    self.conn.timeout
                 )))
             }
         }
@@ -128,7 +133,7 @@ impl Keeper {
         };
         if matches!(r, Err(EtcdError::Unavailable(_))) {
             // The next stream opens on another member.
-            self.etcd.move_on(self.endpoint);
+            self.etcd.conn.move_on(self.endpoint);
         }
         r
     }

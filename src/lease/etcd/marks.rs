@@ -13,14 +13,16 @@
 //! - the write-down and the delete of `slots/N` are one transaction;
 //! - every write also puts `witness/N` in the same transaction (one revision), and a claim's
 //!   floor is the higher of `marks/N` and `witness/N`: a mark lowered or deleted while no
-//!   holder can write it back does not lower a successor's floor.
+//!   holder can write it back does not lower a successor's floor;
+//! - a holder watches its own mark (and the pool's `params`), to write it back at once if
+//!   someone else lowers it.
 
 use super::client::{Etcd, EtcdError};
+use super::ops::{cmp, delete, get, put, range_kvs};
 use crate::lease::pool::tree::{mark_data, parse_mark_and_token, token_of, Paths};
 use crate::lease::protocol::{Claim, MarkStore, Recheck, StoreError, Stored};
 use idcar_etcd_api::etcdserverpb as rpc;
-use idcar_etcd_api::etcdserverpb::compare::{CompareResult, CompareTarget, TargetUnion};
-use idcar_etcd_api::etcdserverpb::request_op::Request;
+use idcar_etcd_api::etcdserverpb::compare::{CompareTarget, TargetUnion};
 
 /// One etcd lease's view of a pool's marks.
 pub struct EtcdMarks {
@@ -46,61 +48,6 @@ pub(crate) fn store_error(e: EtcdError) -> StoreError {
         EtcdError::LeaseGone(why) => StoreError::SessionGone(why),
         EtcdError::Refused(why) => StoreError::Refused(format!("etcd refused us: {why}")),
         EtcdError::Unavailable(why) | EtcdError::Fatal(why) => StoreError::Unavailable(why),
-    }
-}
-
-pub(crate) fn cmp(key: &str, target: CompareTarget, value: TargetUnion) -> rpc::Compare {
-    rpc::Compare {
-        result: CompareResult::Equal as i32,
-        target: target as i32,
-        key: key.as_bytes().to_vec(),
-        range_end: Vec::new(),
-        target_union: Some(value),
-    }
-}
-
-/// `key` was created and never deleted since (`create_revision` 0: it does not exist).
-pub(crate) fn absent(key: &str) -> rpc::Compare {
-    cmp(key, CompareTarget::Create, TargetUnion::CreateRevision(0))
-}
-
-pub(crate) fn put(key: &str, value: Vec<u8>, lease: i64) -> rpc::RequestOp {
-    rpc::RequestOp {
-        request: Some(Request::RequestPut(rpc::PutRequest {
-            key: key.as_bytes().to_vec(),
-            value,
-            lease,
-            ..Default::default()
-        })),
-    }
-}
-
-pub(crate) fn get(key: &str) -> rpc::RequestOp {
-    rpc::RequestOp {
-        request: Some(Request::RequestRange(rpc::RangeRequest {
-            key: key.as_bytes().to_vec(),
-            ..Default::default()
-        })),
-    }
-}
-
-pub(crate) fn delete(key: &str) -> rpc::RequestOp {
-    rpc::RequestOp {
-        request: Some(Request::RequestDeleteRange(rpc::DeleteRangeRequest {
-            key: key.as_bytes().to_vec(),
-            ..Default::default()
-        })),
-    }
-}
-
-/// The key-values a range operation of a transaction's answer read.
-pub(crate) fn range_kvs(
-    r: &rpc::TxnResponse,
-    index: usize,
-) -> Vec<idcar_etcd_api::mvccpb::KeyValue> {
-    match r.responses.get(index).and_then(|o| o.response.as_ref()) {
-        Some(rpc::response_op::Response::ResponseRange(rr)) => rr.kvs.clone(),
-        _ => Vec::new(),
     }
 }
 
@@ -322,7 +269,7 @@ impl MarkStore for EtcdMarks {
                 .as_ref()
                 .map(|(key, _, modified)| (key.clone(), *modified)),
         );
-        super::demand::mark_changed(self.etcd.clone(), self.paths.mark(slot), version, others)
+        mark_changed(self.etcd.clone(), self.paths.mark(slot), version, others)
     }
 
     async fn give_back(&self, slot: u32) {
@@ -377,5 +324,35 @@ impl MarkStore for EtcdMarks {
                 by: None,
             },
         }))
+    }
+}
+
+/// How long a watch of a mark is trusted before the mark is read again.
+const RECHECK: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Resolves when `key` (a mark) is no longer at `version` (its `mod_revision`) — changed or
+/// deleted — or when any of `others` changes or goes after its revision (the slot's key after
+/// our last mark write; the pool's `params` after the revision agreed, where fenced; see
+/// `crate::lease::store::MarkStore::changed`). Each is read after a wake and watched again from
+/// that read (see [`Etcd::wait_until`]): a compaction costs a read, never a poll.
+async fn mark_changed(etcd: Etcd, key: String, version: i64, others: Vec<(String, i64)>) {
+    let mark = etcd.wait_until(&key, version, RECHECK, |now| now.unwrap_or(0) == version);
+    // Any change after the revision (the key rewritten, or gone): the recheck tells whether it
+    // matters.
+    let other = |o: Option<(String, i64)>| {
+        let etcd = etcd.clone();
+        async move {
+            let Some((other, revision)) = o else {
+                return std::future::pending().await;
+            };
+            let still = |now: Option<i64>| now.is_some_and(|m| m <= revision);
+            etcd.wait_until(&other, revision, RECHECK, still).await;
+        }
+    };
+    let mut others = others.into_iter();
+    tokio::select! {
+        () = mark => {}
+        () = other(others.next()) => {}
+        () = other(others.next()) => {}
     }
 }

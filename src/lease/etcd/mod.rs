@@ -15,6 +15,8 @@
 //! - `access`: endpoints, TLS and user/password, checked naming the flag;
 //! - `client`: the gRPC client — endpoints in turn, bounded calls, the token fetched again;
 //! - `leases`: grant, revoke and keep alive an etcd lease; wait for a change;
+//! - `ops`: the pieces of transactions and ranges; `handle`: one etcd lease of a lease and
+//!   what was agreed under it; `demand`: who waits;
 //! - `session`: grant a lease, keep it alive; record the pool's identity;
 //! - `slots`: the etcd lease as the negotiation's [`Session`](crate::lease::pool::Session) —
 //!   queue in create-revision order, take a free slot in one transaction;
@@ -25,9 +27,13 @@
 
 mod access;
 pub mod client;
+mod conn;
 mod demand;
+mod error;
+mod handle;
 mod leases;
 mod marks;
+mod ops;
 pub mod pool;
 mod session;
 mod slots;
@@ -39,7 +45,7 @@ pub use client::{Etcd, EtcdError};
 pub use leases::Keeper;
 pub use marks::EtcdMarks;
 
-use slots::EtcdSession;
+use handle::EtcdSession;
 
 use crate::clock::Clock;
 use crate::layout::Scheme;

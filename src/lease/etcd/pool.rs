@@ -2,10 +2,10 @@
 //! report (the same report, rendered the same way, as for ZooKeeper).
 
 use super::client::{prefix_end, Etcd, EtcdError};
-use crate::lease::pool::holding::Looked;
 use crate::lease::pool::report::{
     effective_pool_size, ClusterReport, IdentityReport, SlotReport, Waiter,
 };
+use crate::lease::pool::spare::Looked;
 use crate::lease::pool::tree::{parse_mark, parse_owner, Paths};
 use crate::metrics::Metrics;
 use idcar_etcd_api::etcdserverpb as rpc;

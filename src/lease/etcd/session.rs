@@ -3,9 +3,9 @@
 //! naming it "not found"); and how the pool's identity is recorded in keys.
 
 use super::client::{Etcd, EtcdError};
+use super::handle::EtcdSession;
 use super::leases::Keeper;
-use super::marks::{absent, cmp, delete, get, put, range_kvs};
-use super::slots::EtcdSession;
+use super::ops::{absent, cmp, delete, get, put, range_kvs};
 use super::{call_timeout, pool, EtcdConfig};
 use crate::lease::identity::{self, Record};
 use crate::lease::pool::tree::parse_mark_and_token;

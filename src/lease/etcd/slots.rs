@@ -11,62 +11,19 @@
 //!   `marks/N` and `witness/N` (the mark's `mod_revision` is the compare-and-set base of the
 //!   first write).
 
-use super::client::{prefix_end, Etcd};
-use super::marks::{absent, delete, get, put, range_kvs, EtcdMarks};
+use super::client::prefix_end;
+use super::handle::EtcdSession;
+use super::marks::EtcdMarks;
+use super::ops::{absent, delete, get, prefix, put, range, range_kvs, slot_of};
 use super::{session, EtcdError};
 use crate::lease::identity::Record;
-use crate::lease::pool::tree::{parse_owner, Marked, Owner, Paths};
+use crate::lease::pool::tree::{parse_owner, Marked, Owner};
 use crate::lease::pool::{Change, Fault, Look, Negotiation, Recorded, Session, Took};
 use idcar_etcd_api::etcdserverpb as rpc;
 use idcar_etcd_api::etcdserverpb::range_request::{SortOrder, SortTarget};
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-
-/// How long a watch is trusted before the state is read again.
-const RECHECK: Duration = Duration::from_secs(2);
-
-/// One etcd lease of a lease of ours, and what was agreed under it.
-pub struct EtcdSession {
-    pub(crate) etcd: Etcd,
-    pub(crate) lease: i64,
-    /// The TTL as etcd granted it.
-    pub(crate) ttl: Duration,
-    pub(crate) paths: Paths,
-    /// The `mod_revision` of the pool's `params` as agreed under this lease.
-    pub(super) params_revision: i64,
-    /// Its `create_revision`: the pool's identity, compared by every claim and mark write (0:
-    /// not compared, a planted bug for the campaign).
-    pub(super) params_created: i64,
-}
-
-impl EtcdSession {
-    pub(crate) fn new(etcd: Etcd, lease: i64, ttl: Duration, paths: Paths) -> EtcdSession {
-        EtcdSession {
-            etcd,
-            lease,
-            ttl,
-            paths,
-            params_revision: 0,
-            params_created: 0,
-        }
-    }
-
-    fn queue_key(&self) -> String {
-        format!("{}/{:016x}", self.paths.queue(), self.lease)
-    }
-
-    /// A change of the keys `key`..`end` after `revision` (or [`RECHECK`]).
-    fn change(&self, key: Vec<u8>, end: Vec<u8>, revision: i64) -> Change {
-        let etcd = self.etcd.clone();
-        Box::pin(async move { etcd.wait_change(&key, &end, revision, RECHECK).await })
-    }
-}
-
-fn prefix(dir: &str) -> String {
-    format!("{dir}/")
-}
 
 /// The marks of the `free` slots among the mark keys `kvs` under `dir` (a slot with none: 0).
 fn marked(kvs: &[idcar_etcd_api::mvccpb::KeyValue], dir: &str, free: &[u32]) -> Vec<Marked> {
@@ -80,23 +37,6 @@ fn marked(kvs: &[idcar_etcd_api::mvccpb::KeyValue], dir: &str, free: &[u32]) -> 
     free.iter()
         .map(|&n| found.get(&n).copied().unwrap_or(Marked::missing(n)))
         .collect()
-}
-
-fn slot_of(key: &[u8], dir: &str) -> Option<u32> {
-    std::str::from_utf8(key)
-        .ok()?
-        .strip_prefix(&prefix(dir))?
-        .parse()
-        .ok()
-}
-
-fn range(dir: &str) -> rpc::RangeRequest {
-    let p = prefix(dir);
-    rpc::RangeRequest {
-        range_end: prefix_end(p.as_bytes()),
-        key: p.into_bytes(),
-        ..Default::default()
-    }
 }
 
 impl Session for EtcdSession {

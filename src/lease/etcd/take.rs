@@ -8,8 +8,9 @@
 //! our queue key if we queued. The last failure branch reads `params`: changed, the session
 //! agrees again; unchanged, every candidate was taken.
 
-use super::marks::{absent, cmp, delete, get, put, range_kvs, stored, witness, EtcdMarks};
-use super::slots::EtcdSession;
+use super::handle::EtcdSession;
+use super::marks::{stored, witness, EtcdMarks};
+use super::ops::{absent, cmp, delete, get, put, range_kvs};
 use crate::lease::pool::{Fault, Took};
 use idcar_etcd_api::etcdserverpb as rpc;
 use idcar_etcd_api::etcdserverpb::compare::{CompareTarget, TargetUnion};

@@ -8,15 +8,17 @@
 //! reads again after a wake and watches next from the revision of that read (its answer's
 //! header), never again from the revision it started with — nothing is missed between the read
 //! and the watch, and a compaction costs each waiter one read, not a poll. A key's read is kept
-//! for the next wait on it ([`Etcd::wait_until`]): a holder watches `params`, written once, from
+//! for the next wait on it ([`super::Etcd::wait_until`]): a holder watches `params`, written once, from
 //! where it last read it, not from its `mod_revision`.
 
-use super::client::{classify, Etcd, EtcdError};
+use super::conn::Conn;
+use super::error::{classify, EtcdError};
 use idcar_etcd_api::etcdserverpb as rpc;
 use idcar_etcd_api::etcdserverpb::watch_client::WatchClient;
 use rpc::watch_request::RequestUnion;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
@@ -33,30 +35,41 @@ enum Cmd {
 }
 
 /// A client's one watch stream (opened on the first wait).
-#[derive(Default)]
 pub(super) struct Watches {
+    conn: Arc<Conn>,
     stream: Mutex<Option<mpsc::UnboundedSender<Cmd>>>,
     next_id: AtomicI64,
-    /// Keys as [`Etcd::wait_until`] last read them.
+    /// Keys as [`super::Etcd::wait_until`] last read them.
     seen: Mutex<HashMap<Vec<u8>, Seen>>,
 }
 
 /// A key as read: its `mod_revision` (`None`: absent), and the revision of the read.
-type Seen = (Option<i64>, i64);
+pub(super) type Seen = (Option<i64>, i64);
 
 /// Keys remembered in [`Watches::seen`] (a holder's mark, slot key and `params`, per slot).
-const SEEN: usize = 64;
+pub(super) const SEEN: usize = 64;
 
-/// How long a failed read waits before it is tried again.
-const AGAIN: Duration = Duration::from_millis(500);
+impl Watches {
+    pub(super) fn new(conn: Arc<Conn>) -> Watches {
+        Watches {
+            conn,
+            stream: Mutex::default(),
+            next_id: AtomicI64::default(),
+            seen: Mutex::default(),
+        }
+    }
 
-impl Etcd {
     /// Waits until a key in `[key, range_end)` changes after `revision`, or `max` passes, or
     /// the watch ends (the caller reads again in every case: a watch only saves polling).
-    pub async fn wait_change(&self, key: &[u8], range_end: &[u8], revision: i64, max: Duration) {
+    pub(super) async fn wait_change(
+        &self,
+        key: &[u8],
+        range_end: &[u8],
+        revision: i64,
+        max: Duration,
+    ) {
         let started = Instant::now();
-        let w = &self.inner.watches;
-        let id = w.next_id.fetch_add(1, Ordering::Relaxed) + 1;
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
         let (fired, rx) = oneshot::channel();
         let create = rpc::WatchCreateRequest {
             key: key.to_vec(),
@@ -67,7 +80,7 @@ impl Etcd {
         };
         self.send(Cmd::Watch { create, fired });
         // However this wait ends (a change, `max`, or the waiter dropping it), the watch goes.
-        let _cancel = Cancel { etcd: self, id };
+        let _cancel = Cancel { watches: self, id };
         let _ = tokio::time::timeout(max, rx).await;
         // Not a busy loop against an etcd that ends or refuses watches at once: the callers
         // read again after every return.
@@ -77,73 +90,14 @@ impl Etcd {
         }
     }
 
-    /// Resolves once `still` no longer holds of `key` — of its `mod_revision`, `None` while it
-    /// does not exist — given that it held at `revision`: the key is read after every wake (a
-    /// change, `max`, a broken stream, a compaction), and watched next from that read. A wait
-    /// starts from the last read of the key (by any wait) if `still` holds of what it found
-    /// and it is later than `revision`: nothing changed in between that a watch from there
-    /// would miss.
-    pub async fn wait_until(
-        &self,
-        key: &str,
-        revision: i64,
-        max: Duration,
-        still: impl Fn(Option<i64>) -> bool,
-    ) {
-        let key = key.as_bytes();
-        let mut end = key.to_vec();
-        end.push(0);
-        let mut from = revision;
-        if let Some(&(state, at)) = self.seen().get(key) {
-            if still(state) {
-                from = from.max(at);
-            }
-        }
-        for _ in 0..u32::MAX {
-            self.wait_change(key, &end, from, max).await;
-            let req = rpc::RangeRequest {
-                key: key.to_vec(),
-                keys_only: true,
-                ..Default::default()
-            };
-            match self.range("looking at a key watched", req).await {
-                Ok(r) => {
-                    let state = r.kvs.first().map(|kv| kv.mod_revision);
-                    if !still(state) {
-                        return;
-                    }
-                    let Some(read_at) = r.header.map(|h| h.revision) else {
-                        continue;
-                    };
-                    // A member behind the one that answered `revision` may answer older.
-                    from = from.max(read_at);
-                    let mut seen = self.seen();
-                    if seen.len() >= SEEN {
-                        seen.clear();
-                    }
-                    seen.insert(key.to_vec(), (state, read_at));
-                }
-                Err(_) => tokio::time::sleep(AGAIN).await,
-            }
-        }
-    }
-
-    fn seen(&self) -> std::sync::MutexGuard<'_, HashMap<Vec<u8>, Seen>> {
-        self.inner
-            .watches
-            .seen
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+    /// Keys as last read by a wait.
+    pub(super) fn seen(&self) -> std::sync::MutexGuard<'_, HashMap<Vec<u8>, Seen>> {
+        self.seen.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Hands `cmd` to the stream's task, starting one if there is none (or it ended).
     fn send(&self, cmd: Cmd) {
-        let mut stream = self
-            .inner
-            .watches
-            .stream
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut stream = self.stream.lock().unwrap_or_else(|p| p.into_inner());
         let cmd = match stream.as_ref() {
             Some(tx) => match tx.send(cmd) {
                 Ok(()) => return,
@@ -157,26 +111,26 @@ impl Etcd {
         let (tx, rx) = mpsc::unbounded_channel();
         let _ = tx.send(cmd);
         *stream = Some(tx);
-        tokio::spawn(run(self.clone(), rx));
+        tokio::spawn(run(self.conn.clone(), rx));
     }
 }
 
 /// Cancels a watch when its wait ends (a fired or unknown one is ignored by the task).
 struct Cancel<'a> {
-    etcd: &'a Etcd,
+    watches: &'a Watches,
     id: i64,
 }
 
 impl Drop for Cancel<'_> {
     fn drop(&mut self) {
-        self.etcd.send(Cmd::Cancel(self.id));
+        self.watches.send(Cmd::Cancel(self.id));
     }
 }
 
 /// The stream's task: adds and cancels watches as asked, fires each waiter once, and ends
 /// (waking every waiter) when the stream breaks or etcd refuses a watch.
-async fn run(etcd: Etcd, mut cmds: mpsc::UnboundedReceiver<Cmd>) {
-    let (i, ch) = etcd.pick();
+async fn run(conn: Arc<Conn>, mut cmds: mpsc::UnboundedReceiver<Cmd>) {
+    let (i, ch) = conn.pick();
     let (req_tx, req_rx) = mpsc::unbounded_channel::<rpc::WatchRequest>();
     let mut waiting: HashMap<i64, oneshot::Sender<()>> = HashMap::new();
     // The watch that started this task goes out with the stream: etcd answers a stream's
@@ -190,18 +144,18 @@ async fn run(etcd: Etcd, mut cmds: mpsc::UnboundedReceiver<Cmd>) {
             });
         }
     }
-    let req = etcd.streaming(tokio_stream::wrappers::UnboundedReceiverStream::new(req_rx));
-    let opened = tokio::time::timeout(etcd.inner.timeout, WatchClient::new(ch).watch(req)).await;
+    let req = conn.streaming(tokio_stream::wrappers::UnboundedReceiverStream::new(req_rx));
+    let opened = tokio::time::timeout(conn.timeout, WatchClient::new(ch).watch(req)).await;
     let mut answers = match opened {
         Ok(Ok(r)) => r.into_inner(),
         Ok(Err(s)) => {
             if matches!(classify(&s, "", ""), EtcdError::Unavailable(_)) {
-                etcd.move_on(i);
+                conn.move_on(i);
             }
             return;
         }
         Err(_) => {
-            etcd.move_on(i);
+            conn.move_on(i);
             return;
         }
     };
@@ -231,7 +185,7 @@ async fn run(etcd: Etcd, mut cmds: mpsc::UnboundedReceiver<Cmd>) {
                     Ok(None) => return,
                     Err(s) => {
                         if matches!(classify(&s, "", ""), EtcdError::Unavailable(_)) {
-                            etcd.move_on(i);
+                            conn.move_on(i);
                         }
                         return;
                     }

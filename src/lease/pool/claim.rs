@@ -38,16 +38,12 @@
 //! change. A claim so costs one take whatever the pool size; slots are spread at random
 //! instead of lowest mark first (a successor still waits past the mark of the slot it took).
 
-use super::holding::{
-    exhausted, queued_as_spare, random_slot, spare_may_take, wait_exhausted, ClaimFailed, End,
-    Exhausted, Taken,
-};
-use super::order::{by_mark, fixed, head_pick, ranked_slot};
+use super::end::{end_for, ClaimFailed, Taken};
+use super::order::{by_mark, fixed, head_pick, random_slot, ranked_slot, ClaimHistory};
+use super::spare::{exhausted, queued_as_spare, spare_may_take, wait_exhausted, Exhausted};
 use super::{Fault, Negotiation, Session, Took};
 use crate::lease::protocol::Protocol;
 use crate::lease::store::MarkStore;
-use crate::lease::LeaseError;
-use std::collections::BTreeSet;
 
 /// Pools above this size are claimed by random probes instead of queue and listing.
 pub const PROBE_ABOVE: u32 = 1024;
@@ -56,19 +52,6 @@ const PROBES: u32 = 8;
 /// How many far-ahead probed slots are given back before that is a fatal error (our clock is
 /// then behind the cluster's, not one odd slot ahead of it).
 pub const FAR_AHEAD_SKIPS: u32 = 16;
-
-/// What claims remember between attempts, and across sessions.
-#[derive(Debug, Default)]
-pub(crate) struct ClaimHistory {
-    /// Slots whose mark is unreadable, or (probed pools) too far ahead of our clock: never
-    /// taken by this process.
-    pub skip: BTreeSet<u32>,
-    /// Probed slots given back because their mark was beyond `--max-clock-wait`.
-    pub far_ahead: u32,
-    /// Every claim under the identity agreed starts above this (see
-    /// [`crate::lease::identity`]).
-    pub not_before: u64,
-}
 
 /// How a claim fails: the store's fault, or a spare part giving way.
 enum Failed {
@@ -121,15 +104,6 @@ impl<S: Session> Claimant<'_, S> {
         h.skip.insert(slot);
         self.session.let_go(&self.marks, slot).await;
         true
-    }
-}
-
-/// How a store's fault outside the mark's writes ends the session (`during`: what was done).
-pub(crate) fn end_for(f: Fault, during: &str) -> End {
-    match f {
-        Fault::Refused(why) => End::Refused(format!("{during}: {why}")),
-        Fault::Fatal(why) => End::Fatal(LeaseError::Task(format!("{during}: {why}"))),
-        Fault::SessionGone(why) | Fault::Unavailable(why) => End::gone(format!("{during}: {why}")),
     }
 }
 

@@ -11,7 +11,7 @@
 //!   lowest-marked free slot (a claim and its mark read in one step), or probe large pools at
 //!   random; exhaustion, and spares giving way (`--slots`);
 //! - [`holding`]: claim → [`protocol::hold`](crate::lease::protocol::hold) → claim again,
-//!   within one session, and how a session ends ([`holding::End`]);
+//!   within one session, and how a session ends ([`end::End`]);
 //! - [`tree`] (the namespace and what its entries hold: owner records, marks) and [`report`]
 //!   (`idcar pool`).
 //!
@@ -21,11 +21,13 @@
 //! `negotiation!` in `tests/negotiation.rs` (the negotiation).
 
 pub(crate) mod claim;
+pub(crate) mod end;
 pub(crate) mod holding;
 mod order;
 pub mod params;
 pub mod report;
 mod session;
+pub(crate) mod spare;
 pub mod tree;
 
 pub use report::{ClusterReport, IdentityReport, MultiSlot, SlotReport, Waiter};
@@ -40,7 +42,8 @@ use super::{LeaseHandle, Part};
 use crate::clock::Clock;
 use crate::layout::Scheme;
 use crate::metrics::Metrics;
-use holding::{End, Looked};
+use end::End;
+use spare::Looked;
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::pin::Pin;
@@ -96,7 +99,7 @@ pub enum Fault {
 /// A change in the store a claimant waits for (a watch, or a bounded poll).
 pub(crate) type Change = Pin<Box<dyn Future<Output = ()> + Send>>;
 
-/// One look at the pool (see [`holding::give_back_when_asked`]).
+/// One look at the pool (see [`spare::give_back_when_asked`]).
 pub(crate) type Look = Pin<Box<dyn Future<Output = Option<Looked>> + Send>>;
 
 /// The `params` record as found or written: its data and what identifies this recording of it
@@ -404,4 +407,9 @@ pub(crate) fn start<S: Store>(
         .instrument(span),
     );
     LeaseHandle::new(rx, release_tx, task, issuance)
+}
+
+/// Publishes on `tx` whether anyone waits for a slot (see [`Session::demand`]), if it is news.
+pub(crate) fn say(tx: &tokio::sync::watch::Sender<bool>, waiting: bool) {
+    tx.send_if_modified(|w| std::mem::replace(w, waiting) != waiting);
 }

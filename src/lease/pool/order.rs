@@ -1,9 +1,22 @@
 //! Which free slot a claim tries: one this instance can claim back first, then the preferred
 //! one, then by mark (see [`super::claim`]'s module documentation).
 
-use super::claim::ClaimHistory;
 use super::{Fault, Marked, Negotiation, Session};
 use crate::lease::LeftBehind;
+use std::collections::BTreeSet;
+
+/// What claims remember between attempts, and across sessions.
+#[derive(Debug, Default)]
+pub(crate) struct ClaimHistory {
+    /// Slots whose mark is unreadable, or (probed pools) too far ahead of our clock: never
+    /// taken by this process.
+    pub skip: BTreeSet<u32>,
+    /// Probed slots given back because their mark was beyond `--max-clock-wait`.
+    pub far_ahead: u32,
+    /// Every claim under the identity agreed starts above this (see
+    /// [`crate::lease::identity`]).
+    pub not_before: u64,
+}
 
 /// Whether `prefer` is the slot the configuration prefers (`--prefer-ordinal`: the pod's own),
 /// tried first whatever its mark; the slot held last is preferred only once the clock is past
@@ -143,6 +156,20 @@ pub(super) async fn head_pick<S: Session>(
         .then(|| p.wait_past(mark))
         .filter(|w| !w.is_zero() && *w <= p.timing.max_clock_wait);
     Ok((slot, ahead))
+}
+
+/// A random slot of a pool of `pool` to probe, avoiding `skip` (a few tries).
+pub(crate) fn random_slot(pool: u32, skip: &BTreeSet<u32>) -> u32 {
+    use rand::Rng;
+    let mut rng = rand::rng();
+    let mut s = rng.random_range(0..pool);
+    for _ in 0..64 {
+        if !skip.contains(&s) {
+            break;
+        }
+        s = rng.random_range(0..pool);
+    }
+    s
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@
 //! session is fenced by it, so the agreement holds for as long as a lease does, even if
 //! `params` is deleted and recreated.
 
-use super::holding::End;
+use super::end::{end_for, End};
 use super::{Fault, Negotiation, Session};
 use crate::lease::identity;
 use crate::lease::planted::PlantedBug;
@@ -53,7 +53,7 @@ pub(crate) async fn agree<S: Session>(
                 retry(stop, &mut backoff, &mut failing, &e).await?;
                 continue;
             }
-            Ok(Err(f)) => return Err(super::claim::end_for(f, "agreeing the pool's parameters")),
+            Ok(Err(f)) => return Err(end_for(f, "agreeing the pool's parameters")),
         };
         if let Some(why) = identity::newer_params(&recorded.data, &key) {
             return Err(End::disagreeing(first, why));
@@ -77,7 +77,7 @@ pub(crate) async fn agree<S: Session>(
                 retry(stop, &mut backoff, &mut failing, &e).await?;
                 continue;
             }
-            Ok(Err(f)) => return Err(super::claim::end_for(f, "agreeing the pool's identity")),
+            Ok(Err(f)) => return Err(end_for(f, "agreeing the pool's identity")),
         };
         if let Some(why) = identity::newer_format(&rec, &key) {
             return Err(End::disagreeing(first, why));

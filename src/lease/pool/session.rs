@@ -9,8 +9,11 @@
 //! meanwhile). A session given up on while the store may still keep it (etcd's lease) is ended
 //! as soon as the next one is open, so our old slot frees at once.
 
-use super::claim::{ClaimHistory, Claimant};
-use super::holding::{self, Across, End};
+use super::claim::Claimant;
+use super::end::End;
+use super::holding::{self, Across};
+use super::order::ClaimHistory;
+use super::spare;
 use super::{params, Fault, Negotiation, Session, Store};
 use crate::lease::stop::Stop;
 use crate::lease::{Issued, LeaseError};
@@ -145,7 +148,7 @@ async fn serve<S: Store>(
     // With --slots: a slot given back to an instance holding none ends the session.
     let gave = CancellationToken::new();
     let give_back = (p.part.of > 1).then(|| {
-        tokio::spawn(holding::give_back_when_asked(
+        tokio::spawn(spare::give_back_when_asked(
             p.part.clone(),
             gave.clone(),
             ended.clone(),
@@ -192,7 +195,7 @@ async fn serve<S: Store>(
     for task in watchers.into_iter().flatten() {
         let _ = task.await;
     }
-    if holding::gave_back(p, &gave, &end) {
+    if spare::gave_back(p, &gave, &end) {
         session.close().await;
         return None;
     }

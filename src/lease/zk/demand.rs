@@ -1,18 +1,13 @@
 //! Who waits, in ZooKeeper: a contender at the head of an exhausted pool's queue (or probing
 //! an exhausted large pool) creates `wanted/<session>` (ephemeral: it goes with its session)
 //! until it holds a slot; every holder of the pool watches `wanted/`'s children and keeps its
-//! mark short while any is there (see `crate::lease::protocol::horizon`). A holder also
-//! watches its own mark, to write it back at once if someone else lowers it.
+//! mark short while any is there (see `crate::lease::protocol::horizon`).
 
-use super::session_gone;
-use super::slots::ZkSession;
-use super::{acls, Paths};
-use std::time::Duration;
+use super::handle::ZkSession;
+use super::{acls, session_gone, Paths, AGAIN};
+use crate::lease::pool::say;
 use tokio::sync::watch;
 use zookeeper_client as zk;
-
-/// How long a failed watch waits before it is set again.
-const AGAIN: Duration = Duration::from_millis(500);
 
 impl ZkSession {
     fn wanted_entry(&self) -> String {
@@ -87,60 +82,5 @@ pub(super) async fn follow_demand(client: zk::Client, paths: Paths, tx: watch::S
             }
         };
         watcher.changed().await;
-    }
-}
-
-/// Publishes `waiting` if it is news.
-pub(crate) fn say(tx: &watch::Sender<bool>, waiting: bool) {
-    tx.send_if_modified(|w| std::mem::replace(w, waiting) != waiting);
-}
-
-/// Resolves when `path` (a mark) is no longer at `version` — changed, deleted, or the
-/// session's end — or when `others` (the slot's node; the pool's parameters and identity node,
-/// where fenced) change or go (see `crate::lease::store::MarkStore::changed`).
-pub(super) async fn mark_changed(
-    client: zk::Client,
-    path: String,
-    version: i32,
-    others: Vec<String>,
-) {
-    let mark = async {
-        for _ in 0..u32::MAX {
-            match client.get_and_watch_data(&path).await {
-                Ok((_, stat, _)) if stat.version != version => return,
-                Ok((_, _, watcher)) => {
-                    watcher.changed().await;
-                    return;
-                }
-                Err(zk::Error::NoNode) => return,
-                Err(e) if session_gone(&e) => return std::future::pending().await,
-                Err(_) => tokio::time::sleep(AGAIN).await,
-            }
-        }
-    };
-    let node = |node: Option<String>| {
-        let client = client.clone();
-        async move {
-            let Some(node) = node else {
-                return std::future::pending().await;
-            };
-            for _ in 0..u32::MAX {
-                match client.check_and_watch_stat(&node).await {
-                    Ok((_, watcher)) => {
-                        watcher.changed().await;
-                        return;
-                    }
-                    Err(e) if session_gone(&e) => return std::future::pending().await,
-                    Err(_) => tokio::time::sleep(AGAIN).await,
-                }
-            }
-        }
-    };
-    let mut others = others.into_iter();
-    tokio::select! {
-        () = mark => {}
-        () = node(others.next()) => {}
-        () = node(others.next()) => {}
-        () = node(others.next()) => {}
     }
 }

@@ -14,11 +14,13 @@
 //! - every write also sets `witness/N` (any version) in the same `multi`, and a claim's floor
 //!   is the higher of `marks/N` and `witness/N`: a mark lowered or deleted while no holder can
 //!   write it back does not lower a successor's floor. A missing witness is created at the
-//!   claim, or by the recheck after the write that found it missing.
+//!   claim, or by the recheck after the write that found it missing;
+//! - a holder watches its own mark (and the pool's identity), to write it back at once if
+//!   someone else lowers it.
 
-use super::acls;
-use super::session_gone;
 use super::tree::{mark_data, parse_mark, parse_mark_and_token, token_of, Paths};
+use super::watch::mark_changed;
+use super::{acls, session_gone};
 use crate::lease::protocol::{Claim, MarkStore, Recheck, StoreError, Stored};
 use zookeeper_client as zk;
 
@@ -320,7 +322,7 @@ impl MarkStore for ZkMarks {
         if let Some(f) = &self.pool {
             others.extend([f.params.clone(), f.identity.clone()]);
         }
-        super::demand::mark_changed(self.client.clone(), self.paths.mark(slot), version, others)
+        mark_changed(self.client.clone(), self.paths.mark(slot), version, others)
     }
 
     async fn recheck(&self, claim: &Claim<i32>) -> Result<Recheck<i32>, StoreError> {

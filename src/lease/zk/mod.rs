@@ -8,6 +8,7 @@
 //!   connection, errors that name the flag, creator-only ACLs when an identity is given;
 //!   `diagnose`: a handshake of its own to say which flag is wrong when a connection fails;
 //! - `params`: how the pool's parameters and identity are recorded in znodes;
+//! - `handle`: one session's client, paths and what it agreed; `demand`: who waits;
 //! - `slots`: the session as the negotiation's [`Session`](crate::lease::pool::Session) —
 //!   the queue of ephemeral sequential nodes, `slots/N` created in a fenced `multi`;
 //! - `marks`: ZooKeeper as the protocol's [`MarkStore`](crate::lease::protocol::MarkStore)
@@ -16,13 +17,14 @@
 
 pub(crate) mod access;
 mod demand;
-pub(crate) use demand::say;
 mod diagnose;
+mod handle;
 mod marks;
 mod params;
 pub mod pool;
 mod session;
 mod slots;
+mod watch;
 
 use crate::lease::pool::tree;
 pub use access::Access;
@@ -30,7 +32,7 @@ pub use marks::{PoolFence, Unreadable, ZkMarks};
 pub use session::{connect, Retry};
 pub use tree::{Owner, Paths};
 
-use slots::ZkSession;
+use handle::ZkSession;
 
 use crate::clock::Clock;
 use crate::layout::Scheme;
@@ -137,6 +139,9 @@ impl Store for ZooKeeper {
         }
     }
 }
+
+/// How long a failed watch waits before it is set again.
+const AGAIN: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// Whether `e` means the session is gone for good (a new one is needed).
 pub(crate) fn session_gone(e: &zk::Error) -> bool {

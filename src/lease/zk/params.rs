@@ -10,7 +10,7 @@
 //! What is agreed, and how a disagreement is told, is the negotiation's
 //! ([`crate::lease::pool::params`]); this file is how ZooKeeper records it.
 
-use super::slots::ZkSession;
+use super::handle::ZkSession;
 use super::tree::{parse_mark, Paths};
 use super::{acls, fault};
 use crate::lease::identity::{self, Record};

@@ -4,10 +4,10 @@
 
 use super::tree::{parse_mark, parse_owner};
 use super::{session_gone, Paths};
-use crate::lease::pool::holding::Looked;
 use crate::lease::pool::report::{
     effective_pool_size, rfc3339_ms, ClusterReport, IdentityReport, SlotReport, Waiter,
 };
+use crate::lease::pool::spare::Looked;
 use crate::metrics::Metrics;
 use prometheus::IntGauge;
 use std::sync::Arc;

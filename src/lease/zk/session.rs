@@ -4,7 +4,7 @@
 use super::access::Access;
 use super::tree::Paths;
 use super::{acls, fault, session_gone};
-use crate::lease::pool::holding::End;
+use crate::lease::pool::end::{end_for, End};
 use crate::lease::stop::Stop;
 use crate::lease::tls::AccessError;
 use crate::metrics::Metrics;
@@ -146,7 +146,7 @@ pub(crate) async fn make_namespace(
     let mut w = client.new_multi_writer();
     for path in &missing {
         w.add_create(path, &[], &dir)
-            .map_err(|e| crate::lease::pool::claim::end_for(fault(e), "creating the namespace"))?;
+            .map_err(|e| end_for(fault(e), "creating the namespace"))?;
     }
     if w.commit().await.is_ok() {
         return Ok(());
@@ -164,7 +164,7 @@ pub(crate) async fn make_namespace(
                         || matches!(e, zk::Error::NoAuth | zk::Error::InvalidAcl) =>
                 {
                     let what = format!("cannot create {path}");
-                    return Err(crate::lease::pool::claim::end_for(fault(e), &what));
+                    return Err(end_for(fault(e), &what));
                 }
                 Err(e) => {
                     // Passing faults (connection loss, a leader election): try again.

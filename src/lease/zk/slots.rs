@@ -13,81 +13,19 @@
 //!   means taken. A failure after the create may leave our node: the slot is a *suspect*,
 //!   freed at the next claim of this session.
 
+use super::handle::ZkSession;
 use super::marks::{PoolFence, Unreadable, ZkMarks};
 use super::pool::data_or_none;
-use super::tree::{parse_owner, Marked, Owner, Paths};
+use super::tree::{parse_owner, Marked, Owner};
 use super::{acls, params, session, Fault};
 use crate::lease::identity::Record;
 use crate::lease::pool::{Change, Look, Negotiation, Recorded, Session, Took};
 use crate::lease::stop::Stop;
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::Ordering;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use zookeeper_client as zk;
-
-/// One ZooKeeper session of a lease.
-pub struct ZkSession {
-    pub(crate) client: zk::Client,
-    pub(crate) paths: Paths,
-    /// Digest auth or a client certificate in use: nodes are created creator-only.
-    pub(crate) restricted: bool,
-    /// Slots whose node this session may have created in a failed claim (ambiguous create,
-    /// error after create): freed at the next claim if this session owns them.
-    suspects: Mutex<BTreeSet<u32>>,
-    /// Whether this session may have a queue node it does not know the name of (a create
-    /// whose reply was lost, a leave that failed): from joining the queue until the node is
-    /// known gone. Only then does the next claim read the queue's nodes to find it.
-    queued: AtomicBool,
-    /// The version of the pool's `params` node as agreed in this session: every slot is
-    /// created in a `multi` that checks it.
-    params_version: i32,
-    /// The creation (czxid) of the pool's `params` node as agreed: recreated, it is another
-    /// pool.
-    params_creation: i64,
-    /// The node of the pool's identity agreed in this session (`identity/<id>`): every slot
-    /// is created, and every mark written, in a `multi` that checks it. `None`: not checked
-    /// (a planted bug, for the campaign).
-    identity: Option<String>,
-}
-
-impl ZkSession {
-    pub(crate) fn new(client: zk::Client, paths: Paths, restricted: bool) -> ZkSession {
-        ZkSession {
-            client,
-            paths,
-            restricted,
-            suspects: Mutex::default(),
-            queued: AtomicBool::new(false),
-            params_version: 0,
-            params_creation: 0,
-            identity: None,
-        }
-    }
-
-    fn suspects(&self) -> std::sync::MutexGuard<'_, BTreeSet<u32>> {
-        self.suspects.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// The children of `dir` with a watch: held slot numbers below `pool`.
-    fn held_of(children: &[String], pool: u32) -> BTreeSet<u32> {
-        children
-            .iter()
-            .filter_map(|c| c.parse::<u32>().ok())
-            .filter(|n| *n < pool)
-            .collect()
-    }
-
-    /// The queue's contenders, in queue order (sequence suffixes are zero-padded to ten
-    /// digits, so names sort like their numbers).
-    async fn queue(&self) -> Result<Vec<String>, zk::Error> {
-        let mut children = self.client.list_children(&self.paths.queue()).await?;
-        children.retain(|c| c.starts_with("claim-"));
-        children.sort();
-        Ok(children)
-    }
-}
 
 /// Slot `slot`'s mark as a multi read answered it.
 fn mark_read(slot: u32, r: zk::MultiReadResult) -> Marked {
@@ -153,7 +91,7 @@ impl Session for ZkSession {
         &mut self,
         _neg: &Negotiation,
         stop: &mut Stop,
-    ) -> Result<(), crate::lease::pool::holding::End> {
+    ) -> Result<(), crate::lease::pool::end::End> {
         session::make_namespace(&self.client, &self.paths, self.restricted, stop).await
     }
 
