@@ -1,43 +1,17 @@
-//! The seams to the outside world that the pure core is given, never reaches for: wall-clock
-//! time as nanoseconds since the Unix epoch, and random bits ([`os_random`]).
-//!
-//! Production uses [`SystemClock`]; tests use [`ManualClock`] to step time forwards and
-//! backwards. Only the service and the leases read a clock; layouts and the generator are given
-//! the time.
+//! The clocks: the [`Clock`] seam and its implementations come from the core crate
+//! (`idcar_core::clock`); here the testing aid [`SkewedClock`], and the watch of the clocks.
+//! Only the service and the leases read a clock; layouts and the generator are given the time.
 //!
 //! Waits are timed on [`kernel_monotonic_ns`], read past libc, and [`watch_clocks`] checks the
 //! wall clock and std's monotonic clock against it: a frozen or stalled clock (a hypervisor
 //! bug, an LD_PRELOAD shim such as libfaketime) turns readiness false with the reason, rather
 //! than leaving a sidecar that says "ready" and issues nothing.
 
+pub use idcar_core::clock::{os_random, Clock, ManualClock, SystemClock};
 use prometheus::IntGaugeVec;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-/// Random bits from the operating system's generator (through `rand`'s thread-local CSPRNG),
-/// injected into layouts that put randomness in IDs (ugd60).
-pub fn os_random() -> u64 {
-    rand::random()
-}
-
-pub trait Clock: Send + Sync + std::fmt::Debug {
-    /// Nanoseconds since the Unix epoch (0 for a clock set before 1970).
-    fn now_unix_ns(&self) -> u64;
-}
-
-/// The host's real-time clock.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now_unix_ns(&self) -> u64 {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
-            .unwrap_or(0)
-    }
-}
+use std::time::{Duration, Instant};
 
 /// The host's clock shifted by a fixed offset: simulates a host whose clock is off (a testing
 /// aid behind the hidden `--clock-skew` flag; never useful in production).
@@ -50,30 +24,6 @@ impl Clock for SkewedClock {
     fn now_unix_ns(&self) -> u64 {
         let now = SystemClock.now_unix_ns();
         now.saturating_add_signed(self.skew_ns)
-    }
-}
-
-/// A clock that only moves when told to.
-#[derive(Debug, Default)]
-pub struct ManualClock(AtomicU64);
-
-impl ManualClock {
-    pub fn new(unix_ns: u64) -> ManualClock {
-        ManualClock(AtomicU64::new(unix_ns))
-    }
-
-    pub fn set(&self, unix_ns: u64) {
-        self.0.store(unix_ns, Ordering::SeqCst);
-    }
-
-    pub fn advance(&self, ns: u64) {
-        self.0.fetch_add(ns, Ordering::SeqCst);
-    }
-}
-
-impl Clock for ManualClock {
-    fn now_unix_ns(&self) -> u64 {
-        self.0.load(Ordering::SeqCst)
     }
 }
 

@@ -4,8 +4,9 @@
 //! invariants and what not to touch lightly, is `docs/architecture.md` in the repository.
 //!
 //! - [`layout`]: ID layouts (bit packing and text forms: `lable64`, `ugd60`, `si53`, `sno80`,
-//!   `muid128`, `uuid7`) and per-request options ([`layout::RequestOptions`]: metabyte, transaction); pure.
-//! - [`generator`]: the per-lease sequence state machine; pure, time passed in.
+//!   `muid128`, `uuid7`) and per-request options ([`layout::RequestOptions`]: metabyte,
+//!   transaction); pure, from the `idcar-core` crate, as are [`generator`] (the per-lease
+//!   sequence state machine, time passed in) and `server::frame` (the binary frame).
 //! - [`clock`], [`timer`]: the wall clock seam and precise sub-millisecond waits.
 //! - [`lease`]: who may issue for which slot up to which time. [`lease::protocol`] is the one
 //!   lease protocol and **the uniqueness invariant**, over a store seam
@@ -32,8 +33,7 @@ pub mod client;
 pub mod clock;
 pub mod config;
 pub mod descriptors;
-pub mod generator;
-pub mod layout;
+pub use idcar_core::{generator, layout};
 pub mod lease;
 pub mod metrics;
 pub mod panics;

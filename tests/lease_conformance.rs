@@ -653,7 +653,7 @@ fn now_tick() -> u64 {
     let scheme = by_name("lable64", LayoutParams::default())
         .unwrap()
         .scheme();
-    scheme.now_tick(&SystemClock)
+    scheme.tick_at(SystemClock.now_unix_ns()).unwrap_or(0)
 }
 
 /// A first claim of a never-used slot: floor 0, and the window is published only once its

@@ -1,8 +1,8 @@
 //! The load: clients asking every sidecar for IDs all the time over its Unix socket (binary
 //! protocol, single IDs and batches; HTTP too), recording every request.
 
-use idcar::layout::{Layout, RequestOptions};
-use idcar::server::frame::{self, Status};
+use idcar_core::frame::{self, Status};
+use idcar_core::layout::{Layout, RequestOptions};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::io::{Read, Write};

@@ -28,8 +28,8 @@ mod storeop;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
-use idcar::layout::{self, LayoutParams};
 use idcar::lease::planted::PlantedBug;
+use idcar_core::layout::{self, LayoutParams};
 use nemesis::Kind;
 use rand::rngs::StdRng;
 use rand::SeedableRng;

@@ -7,7 +7,7 @@ use crate::nemesis::Nemesis;
 use crate::procs::{Cluster, Incarnation, Pool, SidecarSpec};
 use crate::Args;
 use anyhow::Result;
-use idcar::layout::Layout;
+use idcar_core::layout::Layout;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::os::unix::net::UnixStream;

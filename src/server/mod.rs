@@ -14,7 +14,7 @@
 pub mod admin;
 pub mod binary;
 pub mod deadline;
-pub mod frame;
+pub use idcar_core::frame;
 pub mod http;
 mod prefixed;
 mod roster;

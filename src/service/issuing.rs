@@ -184,7 +184,7 @@ impl Issuing {
     }
 
     pub(super) fn now_tick(&self) -> u64 {
-        self.scheme.now_tick(&*self.clock)
+        self.scheme.tick_at(self.clock.now_unix_ns()).unwrap_or(0)
     }
 
     /// Appends `count` IDs in binary form to `out`, waiting for ticks as needed.

@@ -13,7 +13,7 @@ pub(super) struct Fields {
 /// The fields of the layouts the campaign runs most, read without building a JSON map
 /// (a long run checks tens of millions of IDs).
 fn fast_fields(setup: &Setup, id: u128) -> Option<(u64, u64, u64)> {
-    use idcar::layout::{lable64, muid128, sno80, ugd60, uuid7};
+    use idcar_core::layout::{lable64, muid128, sno80, ugd60, uuid7};
     match setup.layout.name() {
         "lable64" => {
             let f = lable64::Fields::unpack(u64::try_from(id).ok()?).ok()?;

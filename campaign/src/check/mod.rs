@@ -37,7 +37,7 @@ pub use recovery::{Recovery, Took};
 use crate::load::Op;
 use crate::nemesis::Fault;
 use crate::procs::{Incarnation, Pool};
-use idcar::layout::{Layout, Scheme};
+use idcar_core::layout::{Layout, Scheme};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -246,8 +246,8 @@ mod tests {
     use crate::load::Outcome;
     use crate::nemesis::Kind;
     use crate::procs::Pool;
-    use idcar::layout::lable64;
-    use idcar::layout::{by_name, LayoutParams};
+    use idcar_core::layout::lable64;
+    use idcar_core::layout::{by_name, LayoutParams};
 
     const MS: u64 = 1_000_000;
     const S: u64 = 1_000_000_000;
@@ -330,7 +330,7 @@ mod tests {
     }
 
     /// The run's setup for `layout`: cluster 3, T = 2 s, H = 4 s.
-    fn setup(layout: &dyn idcar::layout::Layout) -> Setup<'_> {
+    fn setup(layout: &dyn idcar_core::layout::Layout) -> Setup<'_> {
         Setup {
             layout,
             scheme: layout.scheme(),
@@ -608,7 +608,7 @@ mod tests {
     }
 
     fn uuid7_id(ms: u64, counter: u32, slot: u16) -> u128 {
-        let f = idcar::layout::uuid7::Fields {
+        let f = idcar_core::layout::uuid7::Fields {
             unix_ts_ms: ms,
             counter,
             cluster: 3,
@@ -634,9 +634,9 @@ mod tests {
     fn ids_are_compared_without_their_random_bits() {
         let ms = T0 / MS;
         let a = uuid7_id(ms, 10, 1);
-        let b = idcar::layout::uuid7::Fields {
+        let b = idcar_core::layout::uuid7::Fields {
             random: 0x123456,
-            ..idcar::layout::uuid7::Fields::unpack(a).unwrap()
+            ..idcar_core::layout::uuid7::Fields::unpack(a).unwrap()
         }
         .pack()
         .unwrap();
@@ -689,9 +689,9 @@ mod tests {
         assert_eq!(order_of(&ops, &late, -3).order_violations, 0);
         // An ID of another cluster is judged with its own cluster's slot.
         let mut foreign = ids.clone();
-        foreign[3] = idcar::layout::uuid7::Fields {
+        foreign[3] = idcar_core::layout::uuid7::Fields {
             cluster: 4,
-            ..idcar::layout::uuid7::Fields::unpack(uuid7_id(ms, 9, 1)).unwrap()
+            ..idcar_core::layout::uuid7::Fields::unpack(uuid7_id(ms, 9, 1)).unwrap()
         }
         .pack()
         .unwrap();

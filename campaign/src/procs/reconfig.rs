@@ -11,7 +11,7 @@ pub struct Reconfig {
     /// The recorded parameters that change, `name=value` as idcar records them.
     pub params: Vec<String>,
     /// The layout with them (to decode the IDs of instances started with them).
-    pub layout: std::sync::Arc<dyn idcar::layout::Layout>,
+    pub layout: std::sync::Arc<dyn idcar_core::layout::Layout>,
     pub medallion_base: u64,
     /// Slots whose IDs under the other parameters are another held slot's under the pool's
     /// (the fault restarts their holder, if it can).
@@ -20,7 +20,7 @@ pub struct Reconfig {
 
 impl Reconfig {
     pub fn for_layout(name: &str, pool_size: u32) -> anyhow::Result<Reconfig> {
-        use idcar::layout::{LayoutParams, Param};
+        use idcar_core::layout::{LayoutParams, Param};
         let mut p = LayoutParams::default();
         let (flag, param) = match name {
             "si53" => {
@@ -47,7 +47,7 @@ impl Reconfig {
         Ok(Reconfig {
             flags: vec![flag.to_string(), value],
             params,
-            layout: idcar::layout::by_name(name, p)
+            layout: idcar_core::layout::by_name(name, p)
                 .map_err(|e| anyhow::anyhow!("--layout: {e}"))?
                 .into(),
             medallion_base: p.medallion_base,

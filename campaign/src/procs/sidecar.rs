@@ -64,7 +64,7 @@ pub struct SidecarSpec {
     /// The pool's layout and cluster (for the operator faults on the store).
     pub layout: String,
     pub cluster: u8,
-    pub scheme: idcar::layout::Scheme,
+    pub scheme: idcar_core::layout::Scheme,
     /// What an operator changes the pool's parameters to (the reconfigure fault).
     pub other: Reconfig,
     /// The main pool's size (a static instance beside it takes the generator just outside).

@@ -55,7 +55,7 @@ impl Protocol {
     }
 
     pub fn now_tick(&self) -> u64 {
-        self.scheme.now_tick(&*self.clock)
+        self.scheme.tick_at(self.clock.now_unix_ns()).unwrap_or(0)
     }
 
     /// How long until the clock is past `mark`.

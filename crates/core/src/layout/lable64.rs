@@ -270,7 +270,7 @@ mod tests {
     }
 
     fn vectors() -> Vec<Vector> {
-        include_str!("../../tests/vectors/lable64.jsonl")
+        include_str!("../../../../tests/vectors/lable64.jsonl")
             .lines()
             .filter(|l| !l.trim().is_empty())
             .map(|l| serde_json::from_str(l).expect("vector line parses"))

@@ -39,7 +39,7 @@ const TXN: RequestOptions = RequestOptions {
 fn known_answers_both_directions() {
     let l = Muid128::default();
     let (mut built, mut parsed, mut refused, mut stricter) = (0, 0, 0, 0);
-    for v in super::super::vector_lines(include_str!("../../../tests/vectors/muid128.jsonl")) {
+    for v in super::super::vector_lines(include_str!("../../../../../tests/vectors/muid128.jsonl")) {
         let line = v.to_string();
         if v.get("error").is_some() {
             // The reference refuses these inputs; so does idcar, built or written.

@@ -247,7 +247,7 @@ mod tests {
     #[test]
     fn known_answers_both_directions() {
         let mut checked = 0;
-        for v in super::super::vector_lines(include_str!("../../tests/vectors/ugd60.jsonl")) {
+        for v in super::super::vector_lines(include_str!("../../../../tests/vectors/ugd60.jsonl")) {
             let line = v.to_string();
             let l = Ugd60::default();
             if let Some(ts) = v["timestamp_s"].as_u64() {

@@ -5,12 +5,12 @@
 //! not waiting.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
-use idcar::generator::{Generator, Take, Window};
-use idcar::layout::lable64::Fields;
-use idcar::layout::{by_name, LayoutParams, RequestOptions, Run};
+use idcar_core::generator::{Generator, Take, Window};
+use idcar_core::layout::lable64::Fields;
+use idcar_core::layout::{by_name, LayoutParams, RequestOptions, Run};
 
 /// The lable64 layout for cluster 11, as every benchmark here uses it.
-fn layout11() -> Box<dyn idcar::layout::Layout> {
+fn layout11() -> Box<dyn idcar_core::layout::Layout> {
     by_name(
         "lable64",
         LayoutParams {
@@ -42,7 +42,7 @@ fn layout(c: &mut Criterion) {
             s.clear();
             l.format(
                 black_box(&id.to_be_bytes()),
-                idcar::layout::TextForm::Hex,
+                idcar_core::layout::TextForm::Hex,
                 &mut s,
             )
         })
@@ -89,7 +89,7 @@ fn generator(c: &mut Criterion) {
     let mut g = c.benchmark_group("pack_run");
     g.throughput(Throughput::Elements(64));
     // uuid7: 16 bytes, a seed per run, 24 random bits and a check byte per ID.
-    let u = idcar::layout::by_name("uuid7", idcar::layout::LayoutParams::default())
+    let u = idcar_core::layout::by_name("uuid7", idcar_core::layout::LayoutParams::default())
         .expect("uuid7 builds");
     for (name, layout) in [("lable64_64", &l), ("uuid7_64", &u)] {
         let mut out = Vec::with_capacity(64 * layout.width());

@@ -1,7 +1,7 @@
 //! The sequence state machine for one lease: hands out [`Run`]s of `(tick, sequence)` pairs.
 //!
 //! Pure: the current tick is an argument, nothing here sleeps or reads a clock. The caller
-//! ([`crate::service`]) holds it under a mutex only for the duration of [`Generator::take`].
+//! (the server's `service`) holds it under a mutex only for the duration of [`Generator::take`].
 //!
 //! Invariants (tested below with properties):
 //! - every issued `(tick, seq)` is strictly greater than every one issued before under the

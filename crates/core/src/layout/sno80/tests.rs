@@ -16,7 +16,7 @@ fn u(v: &Value, key: &str) -> u64 {
 #[test]
 fn known_answers_both_directions() {
     let mut checked = 0;
-    for v in super::super::vector_lines(include_str!("../../../tests/vectors/sno80.jsonl")) {
+    for v in super::super::vector_lines(include_str!("../../../../../tests/vectors/sno80.jsonl")) {
         let line = v.to_string();
         if v.get("error").is_some() {
             // An input the reference rejects: idcar must reject it too.

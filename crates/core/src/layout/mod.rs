@@ -445,8 +445,8 @@ pub(crate) const fn b32_values(alphabet: &[u8; 32], fold_case: bool) -> [u8; 256
     t
 }
 
-/// RFC 3339 text for a Unix time in nanoseconds, with the given sub-second precision.
-pub(crate) fn rfc3339_millis(unix_ns: u64) -> String {
+/// RFC 3339 text with milliseconds for a Unix time in nanoseconds.
+pub fn rfc3339_millis(unix_ns: u64) -> String {
     let t = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(unix_ns);
     humantime::format_rfc3339_millis(t).to_string()
 }

@@ -9,7 +9,7 @@ fn layout(cluster: u8) -> Uuid7 {
 }
 
 fn vectors() -> impl Iterator<Item = Value> {
-    super::super::vector_lines(include_str!("../../../tests/vectors/uuid7.jsonl"))
+    super::super::vector_lines(include_str!("../../../../../tests/vectors/uuid7.jsonl"))
 }
 
 fn run(tick: u64, seq: u32, len: u32, slot: u32) -> Run {

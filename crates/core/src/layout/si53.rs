@@ -220,7 +220,7 @@ mod tests {
     #[test]
     fn known_answers_both_directions() {
         let mut checked = 0;
-        for v in super::super::vector_lines(include_str!("../../tests/vectors/si53.jsonl")) {
+        for v in super::super::vector_lines(include_str!("../../../../tests/vectors/si53.jsonl")) {
             let line = v.to_string();
             if v.get("error").is_some() {
                 // Time before the base clock: refused. (The other error line is the

@@ -39,11 +39,6 @@ impl Scheme {
             .saturating_add(self.epoch_unix_ns)
     }
 
-    /// The tick `clock` is in now (0 before the epoch).
-    pub fn now_tick(&self, clock: &dyn crate::clock::Clock) -> u64 {
-        self.tick_at(clock.now_unix_ns()).unwrap_or(0)
-    }
-
     /// How long from `now_unix_ns` until the clock is past tick `mark` (zero if it is).
     pub fn wait_past(&self, mark: u64, now_unix_ns: u64) -> std::time::Duration {
         let past = self.tick_start_ns(mark.saturating_add(1));
