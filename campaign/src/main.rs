@@ -19,11 +19,14 @@
 //! the end, also on failure or Ctrl-C (and a later run removes what a killed one left).
 
 mod check;
+mod liveness;
 mod load;
 mod nemesis;
 mod net;
+mod preflight;
 mod procs;
 mod report;
+mod rollout;
 mod storeop;
 
 use anyhow::{bail, Context, Result};
@@ -185,54 +188,10 @@ fn catch_signals() {
     });
 }
 
-/// Checks what the campaign needs before touching anything.
 /// The repository this campaign was built in (its scripts: `zk/lib.sh`; its `target/`).
 pub(crate) fn workspace() -> PathBuf {
     let campaign = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     campaign.parent().unwrap_or(campaign).to_path_buf()
-}
-
-fn preflight(idcar: &std::path::Path, planted: PlantedBug) -> Result<()> {
-    if !nix::unistd::geteuid().is_root() {
-        bail!("the campaign needs root (network namespaces and nftables)");
-    }
-    for (tool, pkg) in [("ip", "iproute2"), ("nft", "nftables")] {
-        if which(tool).is_none() {
-            bail!("{tool} not found: install Debian's {pkg} (tests/ensure-deps.sh does)");
-        }
-    }
-    if !std::path::Path::new(procs::FAKETIME).exists() {
-        bail!("{} missing: install Debian's faketime", procs::FAKETIME);
-    }
-    let build = "cargo build --features fault-injection --bins";
-    if !idcar.exists() {
-        bail!(
-            "{} not found: build it with `{build}` or pass --idcar",
-            idcar.display()
-        );
-    }
-    if planted != PlantedBug::None {
-        let ok = std::process::Command::new(idcar)
-            .args(["serve", "--plant-bug", "none", "--help"])
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if !ok {
-            bail!(
-                "{} cannot plant bugs (built without the fault-injection feature): `{build}`",
-                idcar.display()
-            );
-        }
-    }
-    Ok(())
-}
-
-fn which(tool: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH")?
-        .to_str()?
-        .split(':')
-        .chain(["/usr/sbin", "/sbin"])
-        .map(|d| PathBuf::from(d).join(tool))
-        .find(|p| p.exists())
 }
 
 /// Runs the campaign: `Ok(true)` when every check passed, `Ok(false)` on any violation.
@@ -248,7 +207,7 @@ fn run(args: Args) -> Result<bool> {
     } = prepare(&args, seed)?;
     let (mut cl, spec) = start_cluster(&args, idcar, &out, layout.as_ref(), cluster)?;
     let holders: usize = spec.pools.iter().map(procs::Pool::holders).sum();
-    let warm = report::wait_until_served(&cl, holders, Duration::from_secs(60));
+    let warm = liveness::wait_until_served(&cl, holders, Duration::from_secs(60));
     println!(
         "campaign: {} of {} sidecars serve after {:.1} s; injecting faults for {:?}",
         warm.0,
@@ -282,7 +241,7 @@ fn run(args: Args) -> Result<bool> {
     // successor that long: the documented worst case.
     let settle = expiry(&args) + args.lease_horizon.max(args.idle_horizon) + Duration::from_secs(1);
     let liveness = if result.is_ok() && healed.is_ok() && !INTERRUPTED.load(Ordering::SeqCst) {
-        Some(report::liveness(&mut cl, &mut nem, &spec, settle))
+        Some(liveness::liveness(&mut cl, &mut nem, &spec, settle))
     } else {
         None
     };
@@ -365,9 +324,9 @@ fn prepare(args: &Args, seed: u64) -> Result<Prepared> {
             .context("where is this binary?")?
             .join("idcar"),
     };
-    preflight(&idcar, args.plant_bug)?;
+    preflight::preflight(&idcar, args.plant_bug)?;
     if let Some(p) = &args.previous_idcar {
-        preflight(p, args.plant_bug)?;
+        preflight::preflight(p, args.plant_bug)?;
         for (which, bin) in [("previous", p), ("this", &idcar)] {
             let v = std::process::Command::new(bin)
                 .arg("--version")
@@ -561,7 +520,7 @@ fn inject(
     while started.elapsed() < args.duration && !INTERRUPTED.load(Ordering::SeqCst) {
         nem.step(cl, spec, true)?;
         if spec.previous.is_some() {
-            moved += upgrade_step(started.elapsed(), args.duration, nem, cl, spec)?;
+            moved += rollout::upgrade_step(started.elapsed(), args.duration, nem, cl, spec)?;
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -569,66 +528,4 @@ fn inject(
         println!("campaign: {moved} sidecar restarts between versions");
     }
     Ok(())
-}
-
-/// Whether sidecar `s` of `n` runs the previous version at `at` of a run of `d`: all of them
-/// until 15 % of the run, then upgraded one after another until 30 %, all on this version
-/// until 60 %, rolled back one after another until 75 %, all on the previous version after
-/// (the rest of the run leaves the nemesis room for solo faults).
-fn on_previous(s: usize, n: usize, at: Duration, d: Duration) -> bool {
-    let f = at.as_secs_f64() / d.as_secs_f64().max(1e-3);
-    let step = 0.15 * s as f64 / n.max(1) as f64;
-    !(f >= 0.15 + step && f < 0.6 + step)
-}
-
-/// Moves every sidecar that is due, and that no fault touches, to the version the schedule
-/// says (`on_previous`): a graceful restart, as a rolling upgrade or rollback does it. How
-/// many it moved.
-fn upgrade_step(
-    at: Duration,
-    d: Duration,
-    nem: &mut nemesis::Nemesis,
-    cl: &mut procs::Cluster,
-    spec: &procs::SidecarSpec,
-) -> Result<usize> {
-    let n = cl.sidecars.len();
-    let mut moved = 0;
-    for s in 0..n {
-        let want = on_previous(s, n, at, d);
-        if cl.sidecars[s].on_previous == want || nem.busy_sidecar(s) {
-            continue;
-        }
-        cl.sidecars[s].on_previous = want;
-        let how = if want { "rollback" } else { "upgrade" };
-        if cl.sidecars[s].running() {
-            let start_ns = procs::now_ns();
-            let exited =
-                cl.sidecars[s].term_and_wait(&format!("SIGTERM ({how})"), Duration::from_secs(10));
-            cl.sidecars[s].spawn(spec, 0)?;
-            // Judged as a graceful hand-over: it touches this sidecar, and its slot's
-            // successor must serve in time.
-            nem.record(nemesis::Fault {
-                kind: nemesis::Kind::Upgrade,
-                sidecar: Some(s),
-                zk: None,
-                minority: Vec::new(),
-                did: if exited {
-                    how.to_string()
-                } else {
-                    format!("{how}: killed, not exited in 10 s")
-                },
-                skew_s: 0,
-                start_ns,
-                end_ns: procs::now_ns(),
-                answered_ns: None,
-            });
-            moved += 1;
-            println!(
-                "campaign: {:5.1} s: sidecar {s} restarted on the {} version ({how})",
-                at.as_secs_f64(),
-                if want { "previous" } else { "new" }
-            );
-        }
-    }
-    Ok(moved)
 }
