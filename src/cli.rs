@@ -1,6 +1,7 @@
 //! Command-line arguments (clap). Every flag also reads an `IDCAR_*` environment variable.
 //! These are raw values; [`crate::config`] validates them into typed configuration.
 
+use clap::builder::TypedValueParser as _;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -368,7 +369,13 @@ pub struct ServeArgs {
     /// Testing aid (builds with the cargo feature `fault-injection` only): run the ZooKeeper
     /// lease with a deliberate bug, so the fault campaign can show its checker finds it.
     #[cfg(feature = "fault-injection")]
-    #[arg(long, hide = true, value_enum, default_value_t = crate::lease::planted::PlantedBug::None)]
+    #[arg(
+        long,
+        hide = true,
+        default_value = "none",
+        value_parser = clap::builder::PossibleValuesParser::new(crate::lease::planted::PlantedBug::names())
+            .map(|s| s.parse::<crate::lease::planted::PlantedBug>().expect("a name it lists")),
+    )]
     pub plant_bug: crate::lease::planted::PlantedBug,
     /// Testing aid (builds with the cargo feature `fault-injection` only): a deliberate panic
     /// in a connection's handler (`request:N`, at the N-th HTTP request) or on the lease

@@ -30,6 +30,7 @@ mod rollout;
 mod storeop;
 
 use anyhow::{bail, Context, Result};
+use clap::builder::TypedValueParser as _;
 use clap::Parser;
 use idcar::lease::planted::PlantedBug;
 use idcar_core::layout::{self, LayoutParams};
@@ -98,7 +99,12 @@ pub struct Args {
     #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
     renew_interval: Duration,
     /// Run the sidecars with a deliberate lease bug (the checker must catch it).
-    #[arg(long, value_enum, default_value_t = PlantedBug::None)]
+    #[arg(
+        long,
+        default_value = "none",
+        value_parser = clap::builder::PossibleValuesParser::new(PlantedBug::names())
+            .map(|s| s.parse::<PlantedBug>().expect("a name it lists")),
+    )]
     plant_bug: PlantedBug,
     /// Pause of each binary client between requests (HTTP clients pause 10 times longer).
     #[arg(long, default_value = "2ms", value_parser = humantime::parse_duration)]
@@ -460,12 +466,7 @@ fn serve_args(args: &Args, connect: &str, cluster: u8) -> Vec<String> {
     .collect();
     if args.plant_bug != PlantedBug::None {
         serve_args.push("--plant-bug".into());
-        serve_args.push(
-            clap::ValueEnum::to_possible_value(&args.plant_bug)
-                .expect("named")
-                .get_name()
-                .to_string(),
-        );
+        serve_args.push(args.plant_bug.name().to_string());
     }
     serve_args
 }

@@ -4,7 +4,7 @@
 //! every other build the lease ignores the setting (`Protocol::planted` is always `None`).
 
 /// Which deliberate bug, if any, the lease carries (both stores: the protocol is one).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum PlantedBug {
     /// The correct protocol.
     #[default]
@@ -28,4 +28,55 @@ pub enum PlantedBug {
     /// anew does not wait past the marks already in it: instances with other parameters can
     /// run beside the old holders.
     IgnorePoolIdentity,
+}
+
+impl PlantedBug {
+    /// Every bug with its flag name (`--plant-bug NAME`).
+    pub const ALL: [(PlantedBug, &'static str); 6] = [
+        (PlantedBug::None, "none"),
+        (PlantedBug::SkipMarkWait, "skip-mark-wait"),
+        (PlantedBug::LowerMark, "lower-mark"),
+        (PlantedBug::AbandonToFloor, "abandon-to-floor"),
+        (PlantedBug::NoWriteBack, "no-write-back"),
+        (PlantedBug::IgnorePoolIdentity, "ignore-pool-identity"),
+    ];
+
+    /// The flag names, in order.
+    pub fn names() -> [&'static str; 6] {
+        Self::ALL.map(|(_, n)| n)
+    }
+
+    /// Its flag name.
+    pub fn name(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(b, _)| *b == self)
+            .map_or("none", |(_, n)| n)
+    }
+}
+
+impl std::str::FromStr for PlantedBug {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<PlantedBug, String> {
+        Self::ALL
+            .iter()
+            .find(|(_, n)| *n == s)
+            .map(|(b, _)| *b)
+            .ok_or_else(|| format!("no planted bug {s:?}: one of {}", Self::names().join(", ")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PlantedBug;
+
+    #[test]
+    fn every_bug_reads_back_from_its_name() {
+        for (bug, name) in PlantedBug::ALL {
+            assert_eq!(bug.name(), name);
+            assert_eq!(name.parse::<PlantedBug>(), Ok(bug));
+        }
+        assert!("meteor".parse::<PlantedBug>().is_err());
+    }
 }
