@@ -150,15 +150,13 @@ pub fn id_of(creation: i64, version: i64) -> String {
 /// of this instance past its clock — the holders of the old identity may have written marks
 /// that a snapshot restore or a script took away, and may go on issuing until their next write
 /// fails, never past their clock plus their horizon (give the instance that records a new
-/// identity the pool's longest `--lease-horizon`). 0 for a pool never used.
-pub fn floor_over(used: bool, highest: u64, p: &super::Protocol) -> u64 {
+/// identity the pool's longest `--lease-horizon`; `horizon_ahead`: the tick one horizon past
+/// this instance's clock now). 0 for a pool never used.
+pub fn floor_over(used: bool, highest: u64, horizon_ahead: u64) -> u64 {
     if !used {
         return 0;
     }
-    highest.max(
-        p.now_tick()
-            .saturating_add(p.scheme.ticks_in(p.timing.horizon)),
-    )
+    highest.max(horizon_ahead)
 }
 
 /// How a pool whose record is unreadable is refused.

@@ -115,7 +115,8 @@ pub(crate) async fn join_or_record(
             .map(|kv| parse_mark_and_token(&kv.value).map_or(0, |(m, _)| m))
             .max();
         let used = highest.is_some() || !older.is_empty();
-        let not_before = identity::floor_over(used, highest.unwrap_or(0), &neg.proto);
+        let not_before =
+            identity::floor_over(used, highest.unwrap_or(0), neg.proto.horizon_ahead());
         let rec = Record {
             format: identity::FORMAT,
             not_before,

@@ -58,6 +58,12 @@ impl Protocol {
         self.scheme.tick_at(self.clock.now_unix_ns()).unwrap_or(0)
     }
 
+    /// The tick one `--lease-horizon` past the clock now.
+    pub fn horizon_ahead(&self) -> u64 {
+        self.now_tick()
+            .saturating_add(self.scheme.ticks_in(self.timing.horizon))
+    }
+
     /// How long until the clock is past `mark`.
     pub fn wait_past(&self, mark: u64) -> Duration {
         self.scheme.wait_past(mark, self.clock.now_unix_ns())

@@ -136,7 +136,8 @@ pub(crate) async fn join_or_record(
             }
         }
         let (used_marks, highest) = highest_mark(client, paths).await?;
-        let not_before = identity::floor_over(used || used_marks, highest, &neg.proto);
+        let not_before =
+            identity::floor_over(used || used_marks, highest, neg.proto.horizon_ahead());
         let rec = Record {
             format: identity::FORMAT,
             not_before,
