@@ -6,13 +6,12 @@
 use super::client::{prefix_end, Etcd};
 use super::handle::EtcdSession;
 use super::ops::{delete, put};
+use super::WATCH_TRUSTED;
 use crate::lease::pool::tree::Paths;
 use idcar_etcd_api::etcdserverpb as rpc;
 use std::time::Duration;
 use tokio::sync::watch;
 
-/// How long a watch is trusted before the state is read again.
-const RECHECK: Duration = Duration::from_secs(300);
 /// How long a failed read waits before it is tried again.
 const AGAIN: Duration = Duration::from_millis(500);
 
@@ -63,7 +62,7 @@ impl EtcdSession {
 pub(super) async fn follow_demand(etcd: Etcd, paths: Paths, tx: watch::Sender<bool>) {
     let key = format!("{}/", paths.wanted()).into_bytes();
     let end = prefix_end(&key);
-    // Bounded: each pass waits for a change, or up to RECHECK.
+    // Bounded: each pass waits for a change, or up to WATCH_TRUSTED.
     for _ in 0..u32::MAX {
         let req = rpc::RangeRequest {
             key: key.clone(),
@@ -75,7 +74,7 @@ pub(super) async fn follow_demand(etcd: Etcd, paths: Paths, tx: watch::Sender<bo
             Ok(r) => {
                 crate::lease::pool::say(&tx, r.count > 0);
                 let revision = r.header.map_or(0, |h| h.revision);
-                etcd.wait_change(&key, &end, revision, RECHECK).await;
+                etcd.wait_change(&key, &end, revision, WATCH_TRUSTED).await;
             }
             Err(_) => tokio::time::sleep(AGAIN).await,
         }

@@ -19,6 +19,7 @@
 
 use super::client::{Etcd, EtcdError};
 use super::ops::{cmp, delete, get, put, range_kvs};
+use super::WATCH_TRUSTED;
 use crate::lease::pool::tree::{mark_data, parse_mark_and_token, token_of, Paths};
 use crate::lease::protocol::{Claim, MarkStore, Recheck, StoreError, Stored};
 use idcar_etcd_api::etcdserverpb as rpc;
@@ -327,16 +328,15 @@ impl MarkStore for EtcdMarks {
     }
 }
 
-/// How long a watch of a mark is trusted before the mark is read again.
-const RECHECK: std::time::Duration = std::time::Duration::from_secs(300);
-
 /// Resolves when `key` (a mark) is no longer at `version` (its `mod_revision`) — changed or
 /// deleted — or when any of `others` changes or goes after its revision (the slot's key after
 /// our last mark write; the pool's `params` after the revision agreed, where fenced; see
 /// `crate::lease::store::MarkStore::changed`). Each is read after a wake and watched again from
 /// that read (see [`Etcd::wait_until`]): a compaction costs a read, never a poll.
 async fn mark_changed(etcd: Etcd, key: String, version: i64, others: Vec<(String, i64)>) {
-    let mark = etcd.wait_until(&key, version, RECHECK, |now| now.unwrap_or(0) == version);
+    let mark = etcd.wait_until(&key, version, WATCH_TRUSTED, |now| {
+        now.unwrap_or(0) == version
+    });
     // Any change after the revision (the key rewritten, or gone): the recheck tells whether it
     // matters.
     let other = |o: Option<(String, i64)>| {
@@ -346,7 +346,8 @@ async fn mark_changed(etcd: Etcd, key: String, version: i64, others: Vec<(String
                 return std::future::pending().await;
             };
             let still = |now: Option<i64>| now.is_some_and(|m| m <= revision);
-            etcd.wait_until(&other, revision, RECHECK, still).await;
+            etcd.wait_until(&other, revision, WATCH_TRUSTED, still)
+                .await;
         }
     };
     let mut others = others.into_iter();

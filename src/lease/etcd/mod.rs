@@ -25,6 +25,10 @@
 //!
 //! The steps themselves, and their order, are the negotiation's ([`crate::lease::pool`]).
 
+/// How long a watch of the pool's waiters or of a holder's own mark is trusted before the
+/// keys are read again (a watch only saves polling; a broken one wakes its waiter at once).
+const WATCH_TRUSTED: std::time::Duration = std::time::Duration::from_secs(300);
+
 mod access;
 pub mod client;
 mod conn;
