@@ -5,13 +5,11 @@ FROM rust:1.89.0-slim-bookworm AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock build.rs ./
 COPY src ./src
-COPY benches ./benches
 COPY examples ./examples
 # The Cargo workspace's other members: cargo reads their manifests and finds their targets.
-# The generated etcd API is a dependency of the server; the Rust client and the fault campaign
-# are not built into the image.
-COPY crates/etcd-api/Cargo.toml ./crates/etcd-api/Cargo.toml
-COPY crates/etcd-api/src ./crates/etcd-api/src
+# The core, the lease and the generated etcd API are the server's dependencies; the test kit,
+# the Rust client and the fault campaign are not built into the image.
+COPY crates ./crates
 COPY clients/rust/Cargo.toml ./clients/rust/Cargo.toml
 COPY clients/rust/src ./clients/rust/src
 COPY campaign/Cargo.toml ./campaign/Cargo.toml

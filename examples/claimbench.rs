@@ -37,7 +37,7 @@ use idcar::lease::pool::PoolConfig;
 use idcar::lease::protocol::Timing;
 use idcar::lease::zk::{self, ZkConfig};
 use idcar::lease::{LeaseHandle, LeaseState};
-use idcar::metrics::Metrics;
+use idcar::metrics::LeaseMetrics;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -90,11 +90,11 @@ fn timing(args: &Args) -> Timing {
 }
 
 /// Starts one negotiator of `cluster` under `root` in the store benchmarked.
-fn negotiator(args: &Args, root: &str, cluster: u8) -> (LeaseHandle, Arc<Metrics>) {
+fn negotiator(args: &Args, root: &str, cluster: u8) -> (LeaseHandle, Arc<LeaseMetrics>) {
     let scheme = by_name("lable64", LayoutParams::default())
         .unwrap()
         .scheme();
-    let metrics = Arc::new(Metrics::new("lable64", cluster));
+    let metrics = Arc::new(LeaseMetrics::new());
     let params = vec![("layout".to_string(), "lable64".to_string())];
     let clock = Arc::new(SystemClock);
     let pool = PoolConfig {
@@ -157,9 +157,7 @@ async fn main() -> anyhow::Result<()> {
         let (lease, m) = negotiator(&args, &root, 0);
         held(&lease, Duration::from_secs(30)).await?;
         totals.push(t.elapsed());
-        claims.push(Duration::from_secs_f64(
-            m.lease.claim_seconds.get_sample_sum(),
-        ));
+        claims.push(Duration::from_secs_f64(m.claim_seconds.get_sample_sum()));
         lease.release(None).await?;
     }
     println!(
@@ -278,7 +276,7 @@ async fn rolling_restart(args: &Args, root: &str) -> anyhow::Result<()> {
         releasing += batch.elapsed();
         for (lease, m) in &fleet[start..end] {
             held(lease, Duration::from_secs(120)).await?;
-            let claim = Duration::from_secs_f64(m.lease.claim_seconds.get_sample_sum());
+            let claim = Duration::from_secs_f64(m.claim_seconds.get_sample_sum());
             latencies.push(claim.max(Duration::ZERO));
         }
     }

@@ -1,6 +1,7 @@
 //! Command-line arguments (clap). Every flag also reads an `IDCAR_*` environment variable.
 //! These are raw values; [`crate::config`] validates them into typed configuration.
 
+#[cfg(feature = "fault-injection")]
 use clap::builder::TypedValueParser as _;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -198,6 +199,23 @@ impl std::fmt::Debug for ZkArgs {
     }
 }
 
+/// The store a pool lives in, shared by `serve` (without one: a static slot) and `pool`.
+#[derive(Debug, Args)]
+pub struct StoreArgs {
+    /// ZooKeeper connect string (`host:port[,host:port...][/chroot]`): the pool lives there
+    /// (`serve`: negotiate the slot there instead of using a static one).
+    #[arg(long, env = "IDCAR_ZK", conflicts_with = "etcd")]
+    pub zk: Option<String>,
+    #[command(flatten)]
+    pub zk_args: ZkArgs,
+    /// etcd endpoints (`host:port` or `http(s)://host:port`, comma-separated): the pool lives
+    /// there, as with --zk (exclusive with it).
+    #[arg(long, env = "IDCAR_ETCD", value_name = "URL[,URL...]")]
+    pub etcd: Option<String>,
+    #[command(flatten)]
+    pub etcd_args: EtcdArgs,
+}
+
 /// etcd connection flags, shared by `serve` and `pool`.
 #[derive(Args, Clone, Debug)]
 pub struct EtcdArgs {
@@ -270,18 +288,8 @@ pub struct ServeArgs {
     /// --etcd, the slot to take when it is free.
     #[arg(long, env = "IDCAR_GENERATOR_ID")]
     pub generator_id: Option<u32>,
-    /// ZooKeeper connect string (`host:port[,host:port...][/chroot]`): negotiate the slot
-    /// there instead of using a static one.
-    #[arg(long, env = "IDCAR_ZK", conflicts_with = "etcd")]
-    pub zk: Option<String>,
     #[command(flatten)]
-    pub zk_args: ZkArgs,
-    /// etcd endpoints (`host:port` or `http(s)://host:port`, comma-separated): negotiate the
-    /// slot there, as with --zk (exclusive with it).
-    #[arg(long, env = "IDCAR_ETCD", value_name = "URL[,URL...]")]
-    pub etcd: Option<String>,
-    #[command(flatten)]
-    pub etcd_args: EtcdArgs,
+    pub store: StoreArgs,
     /// With --zk or --etcd: the pod this instance runs in, shown as the slot's holder by `idcar pool`
     /// (set it from the downward API's metadata.name). POD_NAME is read when it is not set.
     #[arg(long, env = "IDCAR_POD_NAME")]
@@ -421,16 +429,8 @@ pub struct GetArgs {
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("store").required(true).args(["zk", "etcd"])))]
 pub struct PoolArgs {
-    /// ZooKeeper connect string.
-    #[arg(long, env = "IDCAR_ZK")]
-    pub zk: Option<String>,
     #[command(flatten)]
-    pub zk_args: ZkArgs,
-    /// etcd endpoints (`host:port` or `http(s)://host:port`, comma-separated), instead of --zk.
-    #[arg(long, env = "IDCAR_ETCD", value_name = "URL[,URL...]")]
-    pub etcd: Option<String>,
-    #[command(flatten)]
-    pub etcd_args: EtcdArgs,
+    pub store: StoreArgs,
     #[command(flatten)]
     pub layout: LayoutArgs,
     /// Only this cluster (default: every cluster found).

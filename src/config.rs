@@ -94,10 +94,22 @@ pub struct ServeConfig {
 pub enum LeaseSource {
     /// A slot given on the command line, its mark in a state file.
     Static { slot: u32, state_file: PathBuf },
-    /// A slot negotiated in ZooKeeper.
-    Zk(ZkSettings),
-    /// A slot negotiated in etcd.
-    Etcd(EtcdSettings),
+    /// Slots negotiated in a pool.
+    Pool(PoolSettings),
+}
+
+/// Checked settings of `serve`'s negotiated slots.
+#[derive(Debug, Clone)]
+pub struct PoolSettings {
+    /// The store the pool lives in.
+    pub store: crate::lease::StoreSpec,
+    pub pool_size: u32,
+    /// The slot the first lease prefers (the next ones prefer the slots after it).
+    pub prefer: Option<u32>,
+    /// The pod name for the slot's owner record.
+    pub pod: Option<String>,
+    /// How many slots the instance holds at once (`--slots`).
+    pub slots: u32,
 }
 
 /// Parses an admin listener address: `HOST:PORT`, or `none`/`off`/empty for no listener.
@@ -271,17 +283,10 @@ fn connection_limits(a: &ServeArgs) -> Result<ConnLimits, UsageError> {
     })
 }
 
-/// The store `pool` reads.
-#[derive(Debug)]
-pub enum PoolStore {
-    Zk(ZkConn),
-    Etcd(EtcdConn),
-}
-
 /// Everything `pool` needs, checked.
 #[derive(Debug)]
 pub struct PoolConfig {
-    pub store: PoolStore,
+    pub store: crate::lease::StoreSpec,
     pub layout: Box<dyn Layout>,
     /// Only this cluster, or every cluster found.
     pub cluster: Option<u8>,
@@ -293,11 +298,8 @@ pub struct PoolConfig {
 
 impl PoolConfig {
     pub fn from_args(a: &PoolArgs) -> Result<PoolConfig, UsageError> {
-        let store = match (&a.zk, &a.etcd) {
-            (Some(_), Some(_)) => return usage("--zk and --etcd are exclusive"),
-            (Some(zk), None) => PoolStore::Zk(ZkConn::from_args(zk, &a.zk_args)?),
-            (None, Some(etcd)) => PoolStore::Etcd(EtcdConn::from_args(etcd, &a.etcd_args)?),
-            (None, None) => return usage("give --zk or --etcd: the store the pool lives in"),
+        let Some(store) = a.store.spec()? else {
+            return usage("give --zk or --etcd: the store the pool lives in");
         };
         let layout = build_layout(&a.layout, a.cluster_id.unwrap_or(0))?;
         let slots = layout.scheme().slots;
@@ -377,7 +379,6 @@ mod store;
 
 use lease::{lease_source, timings};
 pub use lease::{pod_ordinal, MAX_SLOTS};
-pub use store::{EtcdConn, EtcdSettings, ZkConn, ZkSettings};
 
 #[cfg(test)]
 mod tests;

@@ -8,7 +8,7 @@
 //!   transaction); pure, from the `idcar-core` crate, as are [`generator`] (the per-lease
 //!   sequence state machine, time passed in) and `server::frame` (the binary frame).
 //! - [`clock`], [`timer`]: the wall clock seam and precise sub-millisecond waits.
-//! - [`lease`]: who may issue for which slot up to which time. [`lease::protocol`] is the one
+//! - [`lease`]: who may issue for which slot up to which time, from the `idcar-lease` crate. [`lease::protocol`] is the one
 //!   lease protocol and **the uniqueness invariant**, over a store seam
 //!   ([`lease::store::MarkStore`]); [`lease::pool`] is the one negotiation of a slot over a
 //!   coordinating store's seam ([`lease::zk`]: ZooKeeper, [`lease::etcd`]: etcd);
@@ -21,9 +21,7 @@
 //!   [`descriptors`]: the file-descriptor budget that keeps a reserve for the lease;
 //!   [`panics`]: what a panic does in `serve` (logged, then abort).
 //! - [`client`]: a small client for the socket, used by `idcar get`, examples and tests;
-//!   [`probe`]: `idcar probe`, readiness and liveness for exec probes and healthchecks;
-//!   [`retry`]: the one exponential backoff; [`repeated`]: how a failure that repeats is
-//!   logged (when it starts, summarised, when it ends).
+//!   [`probe`]: `idcar probe`, readiness and liveness for exec probes and healthchecks.
 
 #![forbid(unsafe_code)]
 
@@ -34,12 +32,10 @@ pub mod clock;
 pub mod config;
 pub mod descriptors;
 pub use idcar_core::{generator, layout};
-pub mod lease;
+pub use idcar_lease as lease;
 pub mod metrics;
 pub mod panics;
 pub mod probe;
-pub mod repeated;
-pub mod retry;
 pub mod server;
 pub mod service;
 pub mod timer;

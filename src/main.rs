@@ -9,9 +9,7 @@ use std::process::ExitCode;
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
-    // One TLS crypto provider for the process (ZooKeeper's TLS client builds its configuration
-    // from the default): never a panic should another crate enable a second one.
-    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    idcar::lease::tls::install_crypto_provider();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

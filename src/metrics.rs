@@ -6,17 +6,13 @@
 //! seconds and bytes as base units.
 
 use prometheus::{
-    Encoder, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
-    Registry, TextEncoder,
+    Encoder, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
 mod hot;
-mod lease;
 pub use hot::{HotCounter, HotHistogram};
-pub use lease::{LeaseMetrics, LOSS_REASONS, SESSION_STATES};
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+pub use idcar_lease::metrics::{LeaseMetrics, LOSS_REASONS, SESSION_STATES};
+use std::sync::Arc;
 
 /// Which API a request came through.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -103,23 +99,11 @@ pub struct Metrics {
     /// 1 while a clock is found stalled, by `clock` (`wall`, `monotonic`).
     pub clock_stalled: IntGaugeVec,
     pub refusals: IntCounterVec,
-    /// The lease's and the ZooKeeper session's metrics.
-    pub lease: LeaseMetrics,
+    /// The lease's, the pool's, the ZooKeeper session's and etcd's metrics (registered in
+    /// the same registry).
+    pub lease: Arc<LeaseMetrics>,
     pub connections: IntGaugeVec,
     connections_closed: IntCounterVec,
-    /// Slots this instance may negotiate (ZooKeeper mode).
-    pub pool_size: IntGauge,
-    /// Slots held in this cluster, by anyone (from a watch on `slots/`).
-    pub pool_held: IntGauge,
-    /// Contenders queued for a slot in this cluster (children of `queue/`).
-    pub pool_waiting: IntGauge,
-    /// 1 while this instance waits at the head of the queue with every slot held (set
-    /// through [`Metrics::set_pool_exhausted`]).
-    pub pool_exhausted: IntGauge,
-    /// The leases (bits by [`crate::lease::Part`] index) that wait with every slot held.
-    exhausted_parts: AtomicU64,
-    /// Each lease's ZooKeeper session state, by part.
-    session_states: Mutex<BTreeMap<u32, &'static str>>,
     /// Slots this instance holds at once (`--slots`).
     pub slots_wanted: IntGauge,
     /// Slots this instance holds and may issue from now.
@@ -165,11 +149,6 @@ impl Reg<'_> {
     }
     fn hot<T>(&self, m: prometheus::Result<T>) -> T {
         m.expect("metric names, help and labels are valid and unique")
-    }
-    fn histogram(&self, name: &str, help: &str, buckets: &[f64]) -> Histogram {
-        self.add(Histogram::with_opts(
-            HistogramOpts::new(name, help).buckets(buckets.to_vec()),
-        ))
     }
 }
 
@@ -236,28 +215,6 @@ fn clock_stalled(r: &Reg<'_>) -> IntGaugeVec {
     g
 }
 
-/// `idcar_pool_size`, `_slots_held`, `_contenders_waiting` and `_exhausted`, in that order.
-fn pool_gauges(r: &Reg<'_>) -> [IntGauge; 4] {
-    [
-        r.gauge(
-            "idcar_pool_size",
-            "Slots this instance may claim in its cluster",
-        ),
-        r.gauge(
-            "idcar_pool_slots_held",
-            "Slots held in this cluster by any instance (ZooKeeper mode)",
-        ),
-        r.gauge(
-            "idcar_pool_contenders_waiting",
-            "Instances queued for a slot in this cluster (ZooKeeper mode)",
-        ),
-        r.gauge(
-            "idcar_pool_exhausted",
-            "1 while this instance holds no slot and waits for one because every slot is held",
-        ),
-    ]
-}
-
 impl Metrics {
     /// Registers every metric. Every `idcar_*` series but `idcar_build_info` carries
     /// `layout` and `cluster` labels, so operators can aggregate many sidecars by pool; the
@@ -295,7 +252,6 @@ impl Metrics {
             latency,
             hot_counter,
         } = PerRequest::register(r);
-        let [pool_size, pool_held, pool_waiting, pool_exhausted] = pool_gauges(r);
         Metrics {
             ids_issued: hot_counter(r, "idcar_ids_issued_total", "IDs handed out to clients"),
             requests: std::array::from_fn(|_| {
@@ -342,12 +298,6 @@ impl Metrics {
                  (idle, slow_request, slow_reader) or a newer connection evicted it",
                 &["listener", "reason"],
             ),
-            pool_size,
-            pool_held,
-            pool_waiting,
-            pool_exhausted,
-            exhausted_parts: AtomicU64::new(0),
-            session_states: Mutex::new(BTreeMap::new()),
             slots_wanted: r.gauge(
                 "idcar_lease_slots_wanted",
                 "Slots this instance holds at once when the pool can give them (--slots)",
@@ -369,7 +319,7 @@ impl Metrics {
                 "Seconds until the layout's time field runs out with its parameters (no ID \
                  can be issued after that)",
             )),
-            lease: LeaseMetrics::register(r),
+            lease: Arc::new(LeaseMetrics::register(r.0)),
             registry,
             process,
         }
@@ -377,13 +327,9 @@ impl Metrics {
 
     /// Every labelled series exists from the start, so alerts see zeros, not gaps.
     fn start_every_series(&self) {
-        for reason in LOSS_REASONS {
-            self.lease.losses.with_label_values(&[reason]);
-        }
         for reason in REFUSAL_REASONS {
             self.refusals.with_label_values(&[reason]);
         }
-        self.lease.slot.set(-1);
         for i in ["pending", "http", "binary"] {
             self.connections.with_label_values(&[i]);
         }
@@ -395,47 +341,6 @@ impl Metrics {
             self.connections_closed
                 .with_label_values(&["admin", reason]);
         }
-        for state in SESSION_STATES {
-            self.lease.zk_session_state.with_label_values(&[state]);
-        }
-        for result in ["ok", "error"] {
-            self.lease.renewals.with_label_values(&[result]);
-        }
-    }
-
-    /// Sets `idcar_zk_session_state` for the session of lease `part` (see
-    /// [`crate::lease::Part`]) to `state` (one of [`SESSION_STATES`]): each state's gauge
-    /// counts the instance's sessions in it (1 for the current state with one slot).
-    pub fn session_state(&self, part: u32, state: &'static str) {
-        let mut states = self
-            .session_states
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        states.insert(part, state);
-        for s in SESSION_STATES {
-            let n = states.values().filter(|v| **v == s).count();
-            self.lease
-                .zk_session_state
-                .with_label_values(&[s])
-                .set(n as i64);
-        }
-    }
-
-    /// The leases (bits by part) that wait with every slot of the pool held.
-    pub fn exhausted_parts(&self) -> u64 {
-        self.exhausted_parts.load(Ordering::Acquire)
-    }
-
-    /// Sets whether lease `part` waits for a slot with every slot of the pool held:
-    /// `idcar_pool_exhausted` is 1 while any of the instance's leases does.
-    pub fn set_pool_exhausted(&self, part: u32, exhausted: bool) {
-        let bit = 1u64 << (part % 64);
-        let was = if exhausted {
-            self.exhausted_parts.fetch_or(bit, Ordering::AcqRel) | bit
-        } else {
-            self.exhausted_parts.fetch_and(!bit, Ordering::AcqRel) & !bit
-        };
-        self.pool_exhausted.set(i64::from(was != 0));
     }
 
     /// Counts a connection idcar closed (`reason` one of [`CLOSE_REASONS`]).

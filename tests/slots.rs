@@ -108,7 +108,7 @@ async fn k_slots_are_claimed_used_and_each_written_down_on_release() {
     assert!(report["held"].as_array().unwrap().is_empty(), "{report}");
     for (g, ts) in highest {
         assert_eq!(
-            zk.lable64_mark(2, u32::from(g)),
+            common::zk::lable64_mark(&zk, 2, u32::from(g)),
             ts,
             "slot {g}'s mark written down to the highest time issued from it"
         );

@@ -881,7 +881,7 @@ macro_rules! store_faults {
     ($store:ident, $newest:ty, $older:ty) => {
         mod $store {
             use super::*;
-            crate::newest_and_older_tests!(
+            idcar_testkit::newest_and_older_tests!(
                 $newest, $older;
                 a_release_hands_over_at_once,
                 a_start_beside_a_holder_does_not_queue,

@@ -3,7 +3,7 @@
 
 use crate::procs;
 use anyhow::{bail, Result};
-use idcar::lease::planted::PlantedBug;
+use idcar_lease::planted::PlantedBug;
 use std::path::PathBuf;
 
 /// Checks what the campaign needs before touching anything.

@@ -17,9 +17,9 @@
 //!   epoch): when the store answered again after a freeze or an outage.
 
 use anyhow::{bail, Context, Result};
-use idcar::lease::etcd::{Etcd, EtcdAccess};
-use idcar::lease::pool::tree::{parse_mark, parse_owner, Owner, Paths};
 use idcar_etcd_api::etcdserverpb as rpc;
+use idcar_lease::etcd::{Etcd, EtcdAccess};
+use idcar_lease::pool::tree::{parse_mark, parse_owner, Owner, Paths};
 use rand::seq::IndexedRandom;
 use rand::SeedableRng;
 use std::time::Duration;
@@ -321,7 +321,7 @@ async fn etcd_held(etcd: &Etcd, paths: &Paths) -> Result<Vec<(u32, Option<Owner>
     let prefix = format!("{}/", paths.slots());
     let range = rpc::RangeRequest {
         key: prefix.clone().into_bytes(),
-        range_end: idcar::lease::etcd::client::prefix_end(prefix.as_bytes()),
+        range_end: idcar_lease::etcd::client::prefix_end(prefix.as_bytes()),
         ..Default::default()
     };
     let slots = etcd

@@ -6,12 +6,10 @@ mod serve;
 pub use serve::serve;
 
 use crate::cli::{Cli, Command, GetArgs};
-use crate::config::{DecodeConfig, PoolConfig, PoolStore, ProbeConfig, ServeConfig, UsageError};
+use crate::config::{DecodeConfig, PoolConfig, ProbeConfig, ServeConfig, UsageError};
 use crate::layout::{self, GuessError};
-use crate::lease::{etcd, zk};
 use anyhow::Context;
 use std::process::ExitCode;
-use std::time::Duration;
 
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -73,79 +71,10 @@ async fn get(a: GetArgs) -> anyhow::Result<ExitCode> {
 
 async fn pool(cfg: PoolConfig) -> anyhow::Result<ExitCode> {
     let name = cfg.layout.name();
-    let reports = match &cfg.store {
-        PoolStore::Zk(z) => {
-            let client = tokio::time::timeout(
-                z.session_timeout + Duration::from_secs(5),
-                zk::connect(
-                    &z.connect,
-                    z.session_timeout,
-                    &z.access,
-                    zk::Retry::FailFast,
-                ),
-            )
-            .await
-            .map_err(|_| anyhow::anyhow!("timed out connecting to ZooKeeper at {}", z.connect))?
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-            zk::pool::report(
-                &client,
-                &z.root,
-                name,
-                cfg.cluster,
-                cfg.pool_size,
-                cfg.pool_size_given,
-            )
-            .await
-            .with_context(|| {
-                format!(
-                    "cannot read the pool under {} (ZooKeeper checks it against {})",
-                    z.root,
-                    z.access.identity_flags()
-                )
-            })?
-        }
-        PoolStore::Etcd(e) => {
-            let endpoints = e.access.endpoints.join(",");
-            let read = async {
-                let etcd = etcd::Etcd::connect(&e.access, etcd::call_timeout(e.ttl)).await?;
-                etcd::pool::report(
-                    &etcd,
-                    &e.prefix,
-                    name,
-                    cfg.cluster,
-                    cfg.pool_size,
-                    cfg.pool_size_given,
-                )
-                .await
-            };
-            let read = tokio::time::timeout(Duration::from_secs(10), read)
-                .await
-                .map_err(|_| {
-                    anyhow::anyhow!(
-                        "timed out reading the pool from etcd at {endpoints}: check \
-                         --etcd/IDCAR_ETCD"
-                    )
-                })?;
-            match read {
-                Ok(r) => r,
-                // Our identity refused: the credential is what to look at.
-                Err(err @ etcd::EtcdError::Refused(_)) => {
-                    return Err(anyhow::Error::new(err).context(format!(
-                        "etcd at {endpoints} refused to show the pool under {} to {}",
-                        e.prefix,
-                        e.access.identity_flags()
-                    )))
-                }
-                Err(err) => {
-                    return Err(anyhow::Error::new(err).context(format!(
-                        "cannot read the pool under {} from etcd at {endpoints}: check \
-                         --etcd/IDCAR_ETCD",
-                        e.prefix
-                    )))
-                }
-            }
-        }
-    };
+    let reports = cfg
+        .store
+        .report(name, cfg.cluster, cfg.pool_size, cfg.pool_size_given)
+        .await?;
     if cfg.json {
         println!("{}", serde_json::to_string_pretty(&reports)?);
     } else {

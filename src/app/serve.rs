@@ -2,15 +2,13 @@
 //! and release — one place for start-up and one for shutdown.
 
 use crate::clock::{Clock, SkewedClock, SystemClock};
-use crate::config::{LeaseSource, ServeConfig, UsageError};
+use crate::config::{LeaseSource, PoolSettings, ServeConfig, UsageError};
 use crate::descriptors;
-use crate::lease::etcd::{self, EtcdConfig};
 use crate::lease::local::{self, LocalConfig};
 use crate::lease::pool::PoolConfig;
 use crate::lease::runtime::LeaseRuntime;
-use crate::lease::zk::{self, ZkConfig};
 use crate::lease::{Leases, Part};
-use crate::metrics::Metrics;
+use crate::metrics::{LeaseMetrics, Metrics};
 use crate::server::{self, socket::SocketFile};
 use crate::service::{Describe, Service};
 use anyhow::Context;
@@ -192,7 +190,7 @@ async fn bind(cfg: &ServeConfig) -> anyhow::Result<Bound> {
 fn start_leases(
     cfg: &ServeConfig,
     clock: Arc<dyn Clock>,
-    metrics: Arc<Metrics>,
+    metrics: Arc<LeaseMetrics>,
 ) -> anyhow::Result<Leases> {
     let scheme = cfg.layout.scheme();
     Ok(Leases::new(match &cfg.lease {
@@ -210,52 +208,25 @@ fn start_leases(
         )
         .map(|l| vec![l])
         .context("cannot take the static lease")?,
-        LeaseSource::Zk(z) => {
-            let store = ZkConfig {
-                connect: z.conn.connect.clone(),
-                session_timeout: z.conn.session_timeout,
-                access: z.conn.access.clone(),
-            };
-            Part::all(z.slots)
-                .map(|part| {
-                    let pool = pool_config(cfg, &z.conn.root, z.pool_size, z.prefer, &z.pod, part);
-                    zk::start(store.clone(), pool, scheme, clock.clone(), metrics.clone())
-                })
-                .collect()
-        }
-        LeaseSource::Etcd(e) => {
-            let store = EtcdConfig {
-                access: e.conn.access.clone(),
-                ttl: e.conn.ttl,
-            };
-            Part::all(e.slots)
-                .map(|part| {
-                    let pool =
-                        pool_config(cfg, &e.conn.prefix, e.pool_size, e.prefer, &e.pod, part);
-                    etcd::start(store.clone(), pool, scheme, clock.clone(), metrics.clone())
-                })
-                .collect()
-        }
+        LeaseSource::Pool(p) => Part::all(p.slots)
+            .map(|part| {
+                let pool = pool_config(cfg, p, part);
+                p.store.start(pool, scheme, clock.clone(), metrics.clone())
+            })
+            .collect(),
     }))
 }
 
 /// What one lease of a negotiated pool needs to know, whatever the store.
-fn pool_config(
-    cfg: &ServeConfig,
-    root: &str,
-    pool_size: u32,
-    prefer: Option<u32>,
-    pod: &Option<String>,
-    part: Part,
-) -> PoolConfig {
+fn pool_config(cfg: &ServeConfig, p: &PoolSettings, part: Part) -> PoolConfig {
     PoolConfig {
-        root: root.to_string(),
+        root: p.store.root().to_string(),
         layout: cfg.layout.name(),
         cluster: cfg.cluster,
-        pool_size,
-        prefer: part.prefer(prefer, pool_size),
+        pool_size: p.pool_size,
+        prefer: part.prefer(p.prefer, p.pool_size),
         timing: cfg.timings,
-        pod: pod.clone(),
+        pod: p.pod.clone(),
         pool_params: cfg.params.clone(),
         planted: cfg.planted,
         part,
@@ -299,8 +270,7 @@ fn log_serving(cfg: &ServeConfig, bound: &Bound) {
         cluster = cfg.cluster,
         lease = %match &cfg.lease {
             LeaseSource::Static { slot, .. } => format!("static slot {slot}"),
-            LeaseSource::Zk(z) => format!("zookeeper {} (pool of {}, {} slot(s) at once)", z.conn.connect, z.pool_size, z.slots),
-            LeaseSource::Etcd(e) => format!("etcd {} (pool of {}, {} slot(s) at once)", e.conn.access.endpoints.join(","), e.pool_size, e.slots),
+            LeaseSource::Pool(p) => format!("{} (pool of {}, {} slot(s) at once)", p.store.describe(), p.pool_size, p.slots),
         },
         "idcar listening; ready once a lease is held"
     );
@@ -331,8 +301,8 @@ pub async fn serve(mut cfg: ServeConfig) -> anyhow::Result<()> {
     // The lease and the task that installs its changes run on their own thread.
     let lease_rt = LeaseRuntime::start().context("cannot start the lease thread")?;
     let entered = lease_rt.handle().enter();
-    let lease =
-        start_leases(&cfg, clock.clone(), metrics.clone()).inspect_err(|_| bound.file.remove())?;
+    let lease = start_leases(&cfg, clock.clone(), metrics.lease.clone())
+        .inspect_err(|_| bound.file.remove())?;
     crate::panics::arm(cfg.planted_panic);
     log_serving(&cfg, &bound);
     let issues_for = match &cfg.lease {

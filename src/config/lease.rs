@@ -1,13 +1,13 @@
 //! The lease's flags: a static slot or a negotiated pool (`--zk`, `--etcd`), the preferred
 //! slot (`--generator-id`, `--pod-index`), `--slots`, and the lease's timings.
 
-use super::{starve, usage, EtcdConn, EtcdSettings, LeaseSource, UsageError, ZkConn, ZkSettings};
+use super::{starve, usage, LeaseSource, PoolSettings, UsageError};
 use crate::cli::ServeArgs;
 use crate::layout::Layout;
 use crate::lease::protocol::Timing;
 use std::time::Duration;
 
-/// A static slot, or the ZooKeeper settings to negotiate one.
+/// A static slot, or the settings to negotiate slots in a store.
 pub(super) fn lease_source(a: &ServeArgs, layout: &dyn Layout) -> Result<LeaseSource, UsageError> {
     let slots = layout.scheme().slots;
     if let Some(g) = a.generator_id.filter(|g| *g >= slots) {
@@ -17,29 +17,9 @@ pub(super) fn lease_source(a: &ServeArgs, layout: &dyn Layout) -> Result<LeaseSo
             slots - 1
         ));
     }
-    if a.zk.is_some() && a.etcd.is_some() {
-        return usage("--zk and --etcd are exclusive: the pool lives in one store");
-    }
-    if a.zk.is_none() && a.etcd.is_none() {
-        if a.pool_size.is_some() {
-            return usage("--pool-size needs --zk or --etcd");
-        }
-        if a.slots != 1 {
-            return usage(
-                "--slots needs --zk or --etcd: a static instance has its one --generator-id \
-                 (run more instances, or negotiate slots in a store)",
-            );
-        }
-        if a.prefer_ordinal {
-            return usage(
-                "--prefer-ordinal needs --zk or --etcd (without a store, give --generator-id)",
-            );
-        }
-        return Ok(LeaseSource::Static {
-            slot: a.generator_id.unwrap_or(0),
-            state_file: a.state_file.clone(),
-        });
-    }
+    let Some(store) = a.store.spec()? else {
+        return static_slot(a);
+    };
     let pool_size = a.pool_size.unwrap_or(slots);
     if pool_size == 0 || pool_size > slots {
         return usage(format!(
@@ -69,23 +49,35 @@ pub(super) fn lease_source(a: &ServeArgs, layout: &dyn Layout) -> Result<LeaseSo
         false => a.generator_id,
         true => ordinal_slot(pod_index(a)?, pod.as_deref(), a.slots, pool_size)?,
     };
-    if let Some(endpoints) = &a.etcd {
-        return Ok(LeaseSource::Etcd(EtcdSettings {
-            conn: EtcdConn::from_args(endpoints, &a.etcd_args)?,
-            pool_size,
-            prefer,
-            pod,
-            slots: a.slots,
-        }));
-    }
-    let connect = a.zk.as_deref().unwrap_or_default();
-    Ok(LeaseSource::Zk(ZkSettings {
-        conn: ZkConn::from_args(connect, &a.zk_args)?,
+    Ok(LeaseSource::Pool(PoolSettings {
+        store,
         pool_size,
         prefer,
         pod,
         slots: a.slots,
     }))
+}
+
+/// Without a store: the one slot `--generator-id` names, its mark in the state file.
+fn static_slot(a: &ServeArgs) -> Result<LeaseSource, UsageError> {
+    if a.pool_size.is_some() {
+        return usage("--pool-size needs --zk or --etcd");
+    }
+    if a.slots != 1 {
+        return usage(
+            "--slots needs --zk or --etcd: a static instance has its one --generator-id \
+             (run more instances, or negotiate slots in a store)",
+        );
+    }
+    if a.prefer_ordinal {
+        return usage(
+            "--prefer-ordinal needs --zk or --etcd (without a store, give --generator-id)",
+        );
+    }
+    Ok(LeaseSource::Static {
+        slot: a.generator_id.unwrap_or(0),
+        state_file: a.state_file.clone(),
+    })
 }
 
 /// The most slots one instance may hold (`--slots`): each is a ZooKeeper session (an etcd
@@ -149,7 +141,7 @@ pub(super) const HOUR: Duration = Duration::from_secs(3600);
 /// `--max-clock-wait`, or its default: 10 s in static mode; with a store, 70 s (a crashed
 /// holder's mark may be the idle horizon ahead, and start-up must be able to wait it out).
 fn max_clock_wait(a: &ServeArgs) -> Duration {
-    let store = a.zk.is_some() || a.etcd.is_some();
+    let store = a.store.given();
     a.max_clock_wait
         .unwrap_or(Duration::from_secs(if store { 70 } else { 10 }))
 }
@@ -161,10 +153,8 @@ fn max_clock_wait(a: &ServeArgs) -> Duration {
 /// (which must be at least the horizon: a setting that was valid with 3 s stays valid).
 fn lease_horizon(a: &ServeArgs) -> Duration {
     const STATIC: Duration = Duration::from_secs(3);
-    let expiry = match (&a.zk, &a.etcd) {
-        (Some(_), _) => a.zk_args.zk_session_timeout,
-        (None, Some(_)) => a.etcd_args.etcd_ttl,
-        (None, None) => return a.lease_horizon.unwrap_or(STATIC),
+    let Some(expiry) = a.store.expiry() else {
+        return a.lease_horizon.unwrap_or(STATIC);
     };
     a.lease_horizon.unwrap_or_else(|| {
         expiry
@@ -178,7 +168,7 @@ fn lease_horizon(a: &ServeArgs) -> Duration {
 /// `--max-clock-wait` (a setting that was valid before it existed stays valid); in static mode
 /// the horizon itself (no one ever waits for a static slot, and a restart waits out its mark).
 fn idle_horizon(a: &ServeArgs, horizon: Duration) -> Result<Duration, UsageError> {
-    if a.zk.is_none() && a.etcd.is_none() {
+    if !a.store.given() {
         if a.idle_horizon.is_some() {
             return usage(
                 "--idle-horizon needs --zk or --etcd (a static slot's mark follows \

@@ -1,33 +1,71 @@
-//! How to reach a coordinating store (ZooKeeper, etcd), checked: shared by `serve` and `pool`.
+//! The store a pool lives in (ZooKeeper, etcd), checked: shared by `serve` and `pool`. The one
+//! place the server tells the stores apart: everything past it holds a [`StoreSpec`].
 
 use super::{usage, UsageError};
-use crate::cli::{EtcdArgs, ZkArgs};
+use crate::cli::{EtcdArgs, StoreArgs, ZkArgs};
+use crate::lease::etcd::EtcdConfig;
+use crate::lease::zk::ZkConfig;
+use crate::lease::StoreSpec;
 use std::time::Duration;
 
-/// How to reach etcd, checked (shared by `serve` and `pool`).
-#[derive(Debug, Clone)]
-pub struct EtcdConn {
-    pub access: crate::lease::etcd::EtcdAccess,
-    pub prefix: String,
-    pub ttl: Duration,
+impl StoreArgs {
+    /// Whether a store is given (else `serve` holds a static slot).
+    pub fn given(&self) -> bool {
+        self.zk.is_some() || self.etcd.is_some()
+    }
+
+    /// How long the given store keeps a slot held after its holder stops answering, as the
+    /// flags say (checked with the rest by [`StoreArgs::spec`]); `None` without a store.
+    pub fn expiry(&self) -> Option<Duration> {
+        match (&self.zk, &self.etcd) {
+            (Some(_), _) => Some(self.zk_args.zk_session_timeout),
+            (None, Some(_)) => Some(self.etcd_args.etcd_ttl),
+            (None, None) => None,
+        }
+    }
+
+    /// The store given, checked; `None` without one.
+    pub fn spec(&self) -> Result<Option<StoreSpec>, UsageError> {
+        Ok(Some(match (&self.zk, &self.etcd) {
+            (Some(_), Some(_)) => {
+                return usage("--zk and --etcd are exclusive: the pool lives in one store")
+            }
+            (None, None) => return Ok(None),
+            (Some(connect), None) => {
+                let z = ZkConn::from_args(connect, &self.zk_args)?;
+                StoreSpec::Zk {
+                    config: ZkConfig {
+                        connect: z.connect,
+                        session_timeout: z.session_timeout,
+                        access: z.access,
+                    },
+                    root: z.root,
+                }
+            }
+            (None, Some(endpoints)) => {
+                let e = EtcdConn::from_args(endpoints, &self.etcd_args)?;
+                StoreSpec::Etcd {
+                    config: EtcdConfig {
+                        access: e.access,
+                        ttl: e.ttl,
+                    },
+                    prefix: e.prefix,
+                }
+            }
+        }))
+    }
 }
 
-/// Checked etcd settings of `serve`.
-#[derive(Debug, Clone)]
-pub struct EtcdSettings {
-    pub conn: EtcdConn,
-    pub pool_size: u32,
-    /// The slot the first lease prefers (the next ones prefer the slots after it).
-    pub prefer: Option<u32>,
-    /// The pod name for the slot's owner record.
-    pub pod: Option<String>,
-    /// How many slots the instance holds at once (`--slots`).
-    pub slots: u32,
+/// How to reach etcd, checked.
+struct EtcdConn {
+    access: crate::lease::etcd::EtcdAccess,
+    prefix: String,
+    ttl: Duration,
 }
 
 impl EtcdConn {
     /// Checks the etcd flags shared by `serve` and `pool`.
-    pub fn from_args(endpoints: &str, e: &EtcdArgs) -> Result<EtcdConn, UsageError> {
+    fn from_args(endpoints: &str, e: &EtcdArgs) -> Result<EtcdConn, UsageError> {
         let prefix = e.etcd_prefix.trim_end_matches('/');
         if !prefix.starts_with('/') || prefix.split('/').skip(1).any(str::is_empty) {
             return usage(format!(
@@ -62,32 +100,18 @@ impl EtcdConn {
     }
 }
 
-/// How to reach ZooKeeper, checked (shared by `serve` and `pool`).
-#[derive(Debug, Clone)]
-pub struct ZkConn {
-    pub connect: String,
-    pub root: String,
-    pub session_timeout: Duration,
+/// How to reach ZooKeeper, checked.
+struct ZkConn {
+    connect: String,
+    root: String,
+    session_timeout: Duration,
     /// TLS and credentials (files read and checked).
-    pub access: crate::lease::zk::Access,
-}
-
-/// Checked ZooKeeper settings of `serve`.
-#[derive(Debug, Clone)]
-pub struct ZkSettings {
-    pub conn: ZkConn,
-    pub pool_size: u32,
-    /// The slot the first lease prefers (the next ones prefer the slots after it).
-    pub prefer: Option<u32>,
-    /// The pod name for the slot's owner record.
-    pub pod: Option<String>,
-    /// How many slots the instance holds at once (`--slots`).
-    pub slots: u32,
+    access: crate::lease::zk::Access,
 }
 
 impl ZkConn {
     /// Checks the ZooKeeper flags shared by `serve` and `pool`.
-    pub fn from_args(connect: &str, z: &ZkArgs) -> Result<ZkConn, UsageError> {
+    fn from_args(connect: &str, z: &ZkArgs) -> Result<ZkConn, UsageError> {
         if connect.trim().is_empty() {
             return usage(
                 "--zk: empty connect string (expected host:port[,host:port...][/chroot])",

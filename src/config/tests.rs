@@ -31,11 +31,14 @@ fn defaults_are_valid() {
         "8",
     ])
     .unwrap();
-    let LeaseSource::Zk(z) = z.lease else {
+    let LeaseSource::Pool(z) = z.lease else {
         panic!()
     };
+    let crate::lease::StoreSpec::Zk { root, .. } = &z.store else {
+        panic!("ZooKeeper")
+    };
     assert_eq!(
-        (z.pool_size, z.prefer, z.conn.root.as_str()),
+        (z.pool_size, z.prefer, root.as_str()),
         (8, Some(5), "/idcar")
     );
     assert!(c.admin_addr.is_some());
@@ -115,15 +118,18 @@ fn the_default_horizon_depends_on_the_mode() {
 
 #[test]
 fn etcd_settings_are_checked() {
-    let LeaseSource::Etcd(e) = parse(&["--etcd", "h:1,http://g:2", "--etcd-ttl", "2s"])
+    let LeaseSource::Pool(e) = parse(&["--etcd", "h:1,http://g:2", "--etcd-ttl", "2s"])
         .unwrap()
         .lease
     else {
         panic!("etcd mode")
     };
-    assert_eq!(e.conn.access.endpoints, ["http://h:1", "http://g:2"]);
-    assert_eq!(e.conn.ttl, Duration::from_secs(2));
-    assert_eq!(e.conn.prefix, "/idcar");
+    let crate::lease::StoreSpec::Etcd { config, prefix } = &e.store else {
+        panic!("etcd mode")
+    };
+    assert_eq!(config.access.endpoints, ["http://h:1", "http://g:2"]);
+    assert_eq!(config.ttl, Duration::from_secs(2));
+    assert_eq!(prefix, "/idcar");
     assert_eq!(e.pool_size, 64);
     for (bad, says) in [
         (&["--etcd", "h:1", "--etcd-ttl", "1s"][..], "--etcd-ttl"),
@@ -165,7 +171,7 @@ fn the_digest_credential_never_shows_in_debug_output() {
 fn slots_and_the_ordinal_preference_are_checked() {
     let zk = ["--zk", "h:1"];
     let slots = |extra: &[&str]| match parse(&[&zk[..], extra].concat()).map(|c| c.lease) {
-        Ok(LeaseSource::Zk(z)) => Ok((z.slots, z.prefer)),
+        Ok(LeaseSource::Pool(z)) => Ok((z.slots, z.prefer)),
         Ok(other) => panic!("{other:?}"),
         Err(e) => Err(e.0),
     };

@@ -51,8 +51,9 @@ impl Service {
         m.lease.slot.set(lowest.unwrap_or(-1));
         // Exhausted means "waits with nothing to issue from": a spare lease of an instance
         // that holds slots already is `idcar_lease_slots_held` below `_wanted`.
-        m.pool_exhausted
-            .set(i64::from(m.exhausted_parts() != 0 && issuing == 0));
+        m.lease
+            .pool_exhausted
+            .set(i64::from(m.lease.exhausted_parts() != 0 && issuing == 0));
         let mut shown = self.shown.lock().unwrap_or_else(|p| p.into_inner());
         for gone in shown.iter().filter(|s| !held.iter().any(|w| w.slot == **s)) {
             let _ = m

@@ -2,10 +2,11 @@
 #![allow(dead_code)]
 
 pub mod etcd;
-pub mod proxy;
-pub mod release;
 pub mod store;
 pub mod zk;
+
+#[allow(unused_imports)]
+pub use idcar_testkit::{free_port, now_ms, proxy, release, repo, run_tool, tool};
 
 use idcar::client::HttpClient;
 use idcar_client::tokio::Connection as BinaryClient;
@@ -13,7 +14,7 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_idcar");
 
@@ -30,22 +31,6 @@ pub fn idle_like_horizon(extra: &[&str], v: &mut Vec<String>) {
         v.push("--idle-horizon".into());
         v.push(horizon.to_string());
     }
-}
-
-pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
-}
-
-/// A loopback port that was free a moment ago.
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// A running `idcar serve`, killed on drop if still running.
@@ -380,60 +365,6 @@ pub fn parse_sample(line: &str) -> Option<(&str, Vec<(String, String)>)> {
         }
     }
     Some((&line[..end], labels))
-}
-
-/// The repository's root.
-pub fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// A tool the tests need: from the test venv (`target/test-tools/venv/bin`) or the PATH.
-/// Missing tools fail the test with what to run: they are never skipped.
-pub fn tool(name: &str) -> PathBuf {
-    let venv = repo().join("target/test-tools/venv/bin").join(name);
-    if venv.exists() {
-        return venv;
-    }
-    let found = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|p| p.join(name))
-            .find(|p| p.is_file())
-    });
-    found.unwrap_or_else(|| {
-        panic!("{name} is missing: run `bash tests/ensure-deps.sh` (it installs the test tools)")
-    })
-}
-
-/// Runs `cmd` to completion (bounded by `limit`): (success, stdout + stderr).
-/// The tool runs in a process group of its own: on a time-out the whole group is killed (a
-/// suite's servers and test processes with it), not only the tool.
-pub fn run_tool(cmd: &mut Command, limit: Duration) -> (bool, String) {
-    // Output goes to files, not pipes: a chatty tool cannot block on a full pipe.
-    let dir = tempfile::tempdir().unwrap();
-    let (out, err) = (dir.path().join("out"), dir.path().join("err"));
-    use std::os::unix::process::CommandExt;
-    let mut child = cmd
-        .process_group(0)
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&out).unwrap())
-        .stderr(std::fs::File::create(&err).unwrap())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
-    let deadline = Instant::now() + limit;
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        if Instant::now() > deadline {
-            let _ = nix::sys::signal::killpg(Pid::from_raw(child.id() as i32), Signal::SIGKILL);
-            let _ = child.wait();
-            panic!("{cmd:?} did not finish in {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let text = std::fs::read_to_string(&out).unwrap_or_default()
-        + &std::fs::read_to_string(&err).unwrap_or_default();
-    (status.success(), text)
 }
 
 /// Asks `idcar` for IDs (binary protocol, 10 a request, a pause of 5 ms between requests)

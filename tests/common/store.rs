@@ -90,7 +90,7 @@ impl<R: Release> Store for Zk<R> {
         "--zk-session-timeout"
     }
     fn mark(&self, cluster: u8, slot: u32) -> u64 {
-        self.lable64_mark(cluster, slot)
+        super::zk::lable64_mark(self, cluster, slot)
     }
     fn kill(&mut self, i: usize) {
         Zk::kill(self, i)

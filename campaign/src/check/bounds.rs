@@ -354,7 +354,7 @@ impl History<'_> {
                 .find(|i| i.sidecar == h.sidecar && i.number == h.incarnation)
                 .and_then(|i| i.ended_ns);
             // With --slots, a slot given back to a sidecar holding none is a hand-over, not a loss.
-            let gave_back = h.stopped_because.as_deref() == Some(idcar::lease::GAVE_BACK);
+            let gave_back = h.stopped_because.as_deref() == Some(idcar_lease::GAVE_BACK);
             if gave_back
                 || self.disturbed(h.sidecar, t)
                 || inc_end.is_some_and(|e| e <= t + STAMP_SLACK_NS)

@@ -529,7 +529,7 @@ mod tests {
             ["bounded: a holder no fault touches keeps its lease"]
         );
         // Given back to a sidecar holding none (--slots): a hand-over, not a loss.
-        extra.stopped_because = Some(idcar::lease::GAVE_BACK.into());
+        extra.stopped_because = Some(idcar_lease::GAVE_BACK.into());
         *holds.last_mut().unwrap() = extra;
         assert!(judge(&ops, &ids, &holds, &[]).violations.is_empty());
     }

@@ -393,7 +393,7 @@ impl Looked<'_> {
                 .filter(|h| h.sidecar == s)
                 .filter_map(|h| Some((h, h.to_ns?)))
                 .filter(|&(_, t)| t >= f.start_ns && t <= self.until && t < setup.faults_end_ns)
-                .filter(|(h, _)| h.stopped_because.as_deref() != Some(idcar::lease::GAVE_BACK))
+                .filter(|(h, _)| h.stopped_because.as_deref() != Some(idcar_lease::GAVE_BACK))
                 .filter(|&(h, t)| {
                     !self.incarnations.iter().any(|i| {
                         i.sidecar == s

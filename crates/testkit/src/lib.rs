@@ -1,0 +1,91 @@
+//! The stores idcar's tests run against, for real: ZooKeeper servers and etcd members started
+//! on free loopback ports in fresh temporary directories from the releases the store cache
+//! holds (`tests/ensure-deps.sh` makes them), killed on drop; a loopback proxy that can cut
+//! or black-hole a connection; and the two supported releases of each store as a type
+//! parameter. Nothing here knows idcar's own types: the server's tests and the lease crate's
+//! store suites add what runs idcar against these stores.
+#![allow(dead_code)]
+
+pub mod etcd;
+pub mod proxy;
+pub mod release;
+pub mod zk;
+
+use nix::sys::signal::Signal;
+use nix::unistd::Pid;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// The wall clock in milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+/// A loopback port that was free a moment ago.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The repository's root.
+pub fn repo() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        .canonicalize()
+        .expect("the repository's root")
+}
+
+/// A tool the tests need: from the test venv (`target/test-tools/venv/bin`) or the PATH.
+/// Missing tools fail the test with what to run: they are never skipped.
+pub fn tool(name: &str) -> PathBuf {
+    let venv = repo().join("target/test-tools/venv/bin").join(name);
+    if venv.exists() {
+        return venv;
+    }
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|p| p.join(name))
+            .find(|p| p.is_file())
+    });
+    found.unwrap_or_else(|| {
+        panic!("{name} is missing: run `bash tests/ensure-deps.sh` (it installs the test tools)")
+    })
+}
+
+/// Runs `cmd` to completion (bounded by `limit`): (success, stdout + stderr).
+/// The tool runs in a process group of its own: on a time-out the whole group is killed (a
+/// suite's servers and test processes with it), not only the tool.
+pub fn run_tool(cmd: &mut Command, limit: Duration) -> (bool, String) {
+    // Output goes to files, not pipes: a chatty tool cannot block on a full pipe.
+    let dir = tempfile::tempdir().unwrap();
+    let (out, err) = (dir.path().join("out"), dir.path().join("err"));
+    use std::os::unix::process::CommandExt;
+    let mut child = cmd
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if Instant::now() > deadline {
+            let _ = nix::sys::signal::killpg(Pid::from_raw(child.id() as i32), Signal::SIGKILL);
+            let _ = child.wait();
+            panic!("{cmd:?} did not finish in {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let text = std::fs::read_to_string(&out).unwrap_or_default()
+        + &std::fs::read_to_string(&err).unwrap_or_default();
+    (status.success(), text)
+}
