@@ -48,6 +48,28 @@ async fn a_slot_lives_on_a_lease_of_the_ttl_asked_for() {
     a.stop_ok().await;
 }
 
+/// Asks `a` for IDs for `outage` after its store went down: IDs issued meanwhile (all within
+/// a second of the mark) go to `all`; when the first request was refused.
+async fn served_until_the_mark(a: &Idcar, outage: Duration, all: &mut Vec<u64>) -> Duration {
+    let (down_at, down_ms) = (Instant::now(), now_ms());
+    let mut refused_at = None;
+    while down_at.elapsed() < outage {
+        match a.take(5).await {
+            Ok(ids) => {
+                for id in &ids {
+                    assert!(ts(*id) <= down_ms + 1_000, "issued past the mark");
+                }
+                all.extend(ids);
+            }
+            Err(_) => {
+                refused_at.get_or_insert(down_at.elapsed());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    refused_at.expect("refused while etcd was down")
+}
+
 /// etcd down: issuing stops at the mark (not ready within the horizon, counted as
 /// `unreachable`), nothing issued past it; IDs flow again within a second of etcd answering,
 /// after an outage shorter than the TTL and a longer one (etcd restarted with its data keeps
@@ -76,23 +98,7 @@ async fn an_outage_stops_at_the_mark_and_ids_flow_within_a_second_of_etcds_retur
     let mut recoveries = Vec::new();
     for outage in [Duration::from_millis(1_500), Duration::from_secs(5)] {
         e.kill(0);
-        let (down_at, down_ms) = (Instant::now(), now_ms());
-        let mut refused_at = None;
-        while down_at.elapsed() < outage {
-            match a.take(5).await {
-                Ok(ids) => {
-                    for id in &ids {
-                        assert!(ts(*id) <= down_ms + 1_000, "issued past the mark");
-                    }
-                    all.extend(ids);
-                }
-                Err(_) => {
-                    refused_at.get_or_insert(down_at.elapsed());
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        let refused_at = refused_at.expect("refused while etcd was down");
+        let refused_at = served_until_the_mark(&a, outage, &mut all).await;
         assert!(refused_at <= Duration::from_millis(1_600), "{refused_at:?}");
         assert_eq!(a.admin_get("/readyz").await.0, 503);
         e.restart(0);

@@ -6,6 +6,7 @@ mod common;
 
 use common::*;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -329,6 +330,57 @@ async fn a_repeated_failure_is_logged_once_and_ready_is_its_own_event() {
     assert!(listening < at, "{ready}");
 }
 
+const IDCAR_UID: u32 = 10_001;
+const APP_UID: u32 = 10_002;
+const STRANGER_UID: u32 = 10_003;
+const FS_GROUP: u32 = 20_001;
+
+/// `idcar` run as `uid` (its primary group the same number) with supplementary `groups`, no
+/// capabilities.
+fn as_user(uid: u32, groups: Option<u32>) -> Command {
+    let mut c = Command::new(tool("setpriv"));
+    c.arg(format!("--reuid={uid}"))
+        .arg(format!("--regid={uid}"));
+    match groups {
+        Some(g) => c.arg(format!("--groups={g}")),
+        None => c.arg("--clear-groups"),
+    };
+    c.arg("--inh-caps=-all").arg("--").arg(BIN);
+    c.env_remove("RUST_LOG").stdin(Stdio::null());
+    c
+}
+
+/// `idcar serve` as the image's user in the pod's group (socket mode 660), once its socket
+/// exists (bounded wait).
+fn serve_as_idcar(socket: &Path, state_dir: &Path, log: &Path) -> std::process::Child {
+    let mut server = as_user(IDCAR_UID, Some(FS_GROUP))
+        .arg("serve")
+        .arg("--socket")
+        .arg(socket)
+        .args([
+            "--socket-mode",
+            "660",
+            "--admin-addr",
+            "none",
+            "--state-file",
+        ])
+        .arg(state_dir.join("idcar.state"))
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + LIMIT;
+    while !socket.exists() {
+        assert!(
+            Instant::now() < deadline && server.try_wait().unwrap().is_none(),
+            "idcar did not start: {}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    server
+}
+
 /// As a pod arranges it: idcar runs as a non-root uid with the pod's fsGroup as a supplementary
 /// group, its socket directory is group-owned by that fsGroup and setgid (like an emptyDir
 /// with fsGroup). A client running as another non-root uid in that group can use the socket;
@@ -342,10 +394,6 @@ fn socket_is_usable_by_the_pods_group_and_no_one_else() {
         }
         panic!("this test switches uids and needs root; run it as root (CI does), or set IDCAR_SKIP_ROOT_TESTS=1 to skip it knowingly");
     }
-    const IDCAR_UID: u32 = 10_001;
-    const APP_UID: u32 = 10_002;
-    const STRANGER_UID: u32 = 10_003;
-    const FS_GROUP: u32 = 20_001;
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let sock_dir = dir.path().join("run");
@@ -356,45 +404,8 @@ fn socket_is_usable_by_the_pods_group_and_no_one_else() {
     std::fs::set_permissions(&sock_dir, std::fs::Permissions::from_mode(0o2777)).unwrap();
     std::os::unix::fs::chown(&state_dir, Some(IDCAR_UID), Some(IDCAR_UID)).unwrap();
     let socket = sock_dir.join("idcar.sock");
-    let setpriv = tool("setpriv");
-    let as_user = |uid: u32, groups: Option<u32>| {
-        let mut c = Command::new(&setpriv);
-        c.arg(format!("--reuid={uid}"))
-            .arg(format!("--regid={uid}"));
-        match groups {
-            Some(g) => c.arg(format!("--groups={g}")),
-            None => c.arg("--clear-groups"),
-        };
-        c.arg("--inh-caps=-all").arg("--").arg(BIN);
-        c.env_remove("RUST_LOG").stdin(Stdio::null());
-        c
-    };
     let log = dir.path().join("idcar.log");
-    let mut server = as_user(IDCAR_UID, Some(FS_GROUP))
-        .arg("serve")
-        .arg("--socket")
-        .arg(&socket)
-        .args([
-            "--socket-mode",
-            "660",
-            "--admin-addr",
-            "none",
-            "--state-file",
-        ])
-        .arg(state_dir.join("idcar.state"))
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + LIMIT;
-    while !socket.exists() {
-        assert!(
-            Instant::now() < deadline && server.try_wait().unwrap().is_none(),
-            "idcar did not start: {}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let mut server = serve_as_idcar(&socket, &state_dir, &log);
     let status = std::fs::read_to_string(format!("/proc/{}/status", server.id())).unwrap();
     let uid_line = status.lines().find(|l| l.starts_with("Uid:")).unwrap();
     assert!(

@@ -193,73 +193,8 @@ async fn bad_input_gets_clear_errors_and_server_keeps_serving() {
         assert!(v["error"].as_str().unwrap().contains(says));
     }
 
-    // Raw HTTP abuse: a bad method, a malformed request line, an oversized header.
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    for raw in [
-        b"POST /id HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n".to_vec(),
-        b"\x01\x02 garbage\r\n\r\n".to_vec(),
-        [
-            b"GET /id HTTP/1.1\r\nX: ".to_vec(),
-            vec![b'a'; 200_000],
-            b"\r\n\r\n".to_vec(),
-        ]
-        .concat(),
-    ] {
-        let mut s = tokio::net::UnixStream::connect(&idcar.socket)
-            .await
-            .unwrap();
-        let _ = s.write_all(&raw).await;
-        let mut buf = vec![0u8; 512];
-        let n = tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf))
-            .await
-            .expect("server answers or closes")
-            .unwrap_or(0);
-        let head = String::from_utf8_lossy(&buf[..n]);
-        assert!(n == 0 || head.starts_with("HTTP/1.1 4"), "{head}");
-    }
-
-    // Binary protocol: well-framed bad requests keep the connection; a bad magic closes it.
-    let mut b = idcar.binary().await;
-    for (raw, says) in [
-        (vec![0xD1, 0x09, 0, 0], "unknown opcode"),
-        (vec![0xD1, 0x01, 0, 2, 0, 1], "payload must be 4 or 8 bytes"),
-        (
-            vec![0xD1, 0x01, 0, 8, 0, 0, 0, 1, 0x01, 7, 0, 0],
-            "meta is not an option of layout lable64",
-        ),
-        (
-            vec![0xD1, 0x01, 0, 8, 0, 0, 0, 1, 0x02, 0, 0, 0],
-            "transaction is not an option of layout lable64",
-        ),
-        (
-            vec![0xD1, 0x01, 0, 8, 0, 0, 0, 1, 0x80, 0, 0, 0],
-            "unknown get-IDs flags",
-        ),
-        (vec![0xD1, 0x01, 0, 4, 0, 0, 0, 0], "between 1 and 500"),
-        (
-            vec![0xD1, 0x01, 0, 4, 0xff, 0xff, 0xff, 0xff],
-            "between 1 and 500",
-        ),
-    ] {
-        b.send_raw(&raw).await.unwrap();
-        match b.recv().await {
-            Err(ClientError::BadRequest(reason)) => {
-                assert!(reason.contains(says), "{reason}")
-            }
-            other => panic!("{raw:?}: {other:?}"),
-        }
-    }
-    assert_eq!(
-        b.ids(5).await.unwrap().len(),
-        5,
-        "connection survives framed errors"
-    );
-    b.send_raw(&[0xD1, 0x01, 0xff, 0xff]).await.unwrap();
-    assert!(matches!(b.recv().await, Err(ClientError::BadRequest(_))));
-    assert!(
-        b.recv().await.is_err(),
-        "oversized payload closes the connection"
-    );
+    raw_http_abuse_is_refused(&idcar).await;
+    bad_binary_requests_are_refused(&idcar).await;
 
     // Still serving, and the refusals were counted.
     let mut b = idcar.binary().await;
@@ -456,4 +391,76 @@ async fn pipelining_idle_timeout_and_socket_mode() {
         t.elapsed()
     );
     idcar.stop_ok().await;
+}
+
+/// Raw HTTP abuse: a bad method, a malformed request line, an oversized header — each answered with a 4xx or closed.
+async fn raw_http_abuse_is_refused(idcar: &Idcar) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    for raw in [
+        b"POST /id HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n".to_vec(),
+        b"\x01\x02 garbage\r\n\r\n".to_vec(),
+        [
+            b"GET /id HTTP/1.1\r\nX: ".to_vec(),
+            vec![b'a'; 200_000],
+            b"\r\n\r\n".to_vec(),
+        ]
+        .concat(),
+    ] {
+        let mut s = tokio::net::UnixStream::connect(&idcar.socket)
+            .await
+            .unwrap();
+        let _ = s.write_all(&raw).await;
+        let mut buf = vec![0u8; 512];
+        let n = tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf))
+            .await
+            .expect("server answers or closes")
+            .unwrap_or(0);
+        let head = String::from_utf8_lossy(&buf[..n]);
+        assert!(n == 0 || head.starts_with("HTTP/1.1 4"), "{head}");
+    }
+}
+
+/// Binary protocol: well-framed bad requests keep the connection; a bad magic closes it.
+async fn bad_binary_requests_are_refused(idcar: &Idcar) {
+    let mut b = idcar.binary().await;
+    for (raw, says) in [
+        (vec![0xD1, 0x09, 0, 0], "unknown opcode"),
+        (vec![0xD1, 0x01, 0, 2, 0, 1], "payload must be 4 or 8 bytes"),
+        (
+            vec![0xD1, 0x01, 0, 8, 0, 0, 0, 1, 0x01, 7, 0, 0],
+            "meta is not an option of layout lable64",
+        ),
+        (
+            vec![0xD1, 0x01, 0, 8, 0, 0, 0, 1, 0x02, 0, 0, 0],
+            "transaction is not an option of layout lable64",
+        ),
+        (
+            vec![0xD1, 0x01, 0, 8, 0, 0, 0, 1, 0x80, 0, 0, 0],
+            "unknown get-IDs flags",
+        ),
+        (vec![0xD1, 0x01, 0, 4, 0, 0, 0, 0], "between 1 and 500"),
+        (
+            vec![0xD1, 0x01, 0, 4, 0xff, 0xff, 0xff, 0xff],
+            "between 1 and 500",
+        ),
+    ] {
+        b.send_raw(&raw).await.unwrap();
+        match b.recv().await {
+            Err(ClientError::BadRequest(reason)) => {
+                assert!(reason.contains(says), "{reason}")
+            }
+            other => panic!("{raw:?}: {other:?}"),
+        }
+    }
+    assert_eq!(
+        b.ids(5).await.unwrap().len(),
+        5,
+        "connection survives framed errors"
+    );
+    b.send_raw(&[0xD1, 0x01, 0xff, 0xff]).await.unwrap();
+    assert!(matches!(b.recv().await, Err(ClientError::BadRequest(_))));
+    assert!(
+        b.recv().await.is_err(),
+        "oversized payload closes the connection"
+    );
 }

@@ -1,7 +1,7 @@
 //! Uniqueness at the edges: the process's own failure paths (a panic anywhere), the static
 //! slot's lock, and what a static instance says about the generator it issues for. The
 //! store-side edges (an abandoned release, a lowered mark, a replaced pool) are in the
-//! conformance suite (`crates/lease/tests/lease_conformance.rs`) and the ZooKeeper and etcd suites.
+//! conformance suite (`crates/lease/tests/lease_conformance/`) and the ZooKeeper and etcd suites.
 
 mod common;
 

@@ -257,32 +257,8 @@ async fn tls_errors_name_the_flag() {
         &["never falls back to plaintext"],
     );
 
-    // serve: not ready, the reason on /readyz, still running and retrying.
     let bad = with("--zk-tls-ca", &file(other_ca.path(), "ca.pem"));
-    let extra: Vec<&str> = bad.iter().map(String::as_str).collect();
-    let mut a = Idcar::start(
-        &serve_args(&connect, &extra)
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>(),
-    )
-    .await;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let body = loop {
-        let (status, body) = a.admin_get("/readyz").await;
-        assert_ne!(status, 200, "never ready on a connection it cannot verify");
-        if body.contains("not signed by --zk-tls-ca") || Instant::now() > deadline {
-            break body;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
-    assert!(body.contains("not signed by --zk-tls-ca"), "{body}");
-    assert!(
-        a.take(1).await.is_err(),
-        "no ID without a verified connection"
-    );
-    assert!(a.child.try_wait().unwrap().is_none(), "still running");
-    a.stop_ok().await;
+    serve_with_an_untrusted_ca_is_not_ready(&connect, &bad).await;
 }
 
 /// The server's certificate does not name the host in --zk, or has expired.
@@ -404,4 +380,33 @@ async fn rotated_certificates_keep_the_lease() {
     a.stop_ok().await;
     let logs = a.logs();
     assert!(logs.contains("loaded rotated TLS certificates"), "{logs}");
+}
+
+/// serve with a CA that did not sign ZooKeeper's certificate (`bad` flags): not ready, the
+/// reason on /readyz, still running and retrying.
+async fn serve_with_an_untrusted_ca_is_not_ready(connect: &str, bad: &[String]) {
+    let extra: Vec<&str> = bad.iter().map(String::as_str).collect();
+    let mut a = Idcar::start(
+        &serve_args(connect, &extra)
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    )
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let body = loop {
+        let (status, body) = a.admin_get("/readyz").await;
+        assert_ne!(status, 200, "never ready on a connection it cannot verify");
+        if body.contains("not signed by --zk-tls-ca") || Instant::now() > deadline {
+            break body;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(body.contains("not signed by --zk-tls-ca"), "{body}");
+    assert!(
+        a.take(1).await.is_err(),
+        "no ID without a verified connection"
+    );
+    assert!(a.child.try_wait().unwrap().is_none(), "still running");
+    a.stop_ok().await;
 }

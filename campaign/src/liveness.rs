@@ -1,46 +1,11 @@
 //! Whether the sidecars serve: a probe of one socket, the wait until enough serve after the
 //! start, and the liveness check after every fault is healed.
 
-use crate::load::exchange;
 use crate::nemesis::Nemesis;
+use crate::probe::{probe, Probe};
 use crate::procs::{Cluster, SidecarSpec};
 use serde::Serialize;
-use std::os::unix::net::UnixStream;
-use std::path::Path;
 use std::time::{Duration, Instant};
-
-/// What one probe of a sidecar found.
-#[derive(Debug, PartialEq, Eq)]
-enum Probe {
-    Serves,
-    Exhausted,
-    Other(String),
-}
-
-fn probe(socket: &Path) -> Probe {
-    let Ok(mut s) = UnixStream::connect(socket) else {
-        return Probe::Other("no socket".into());
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
-    let _ = s.set_write_timeout(Some(Duration::from_secs(1)));
-    match exchange(&mut s, 1) {
-        Ok(Ok(_)) => Probe::Serves,
-        // The queue's head reports the exhausted pool; the others wait behind it.
-        Ok(Err((_, reason)))
-            if reason.contains("pool exhausted")
-                || reason.contains("waiting in the slot queue") =>
-        {
-            Probe::Exhausted
-        }
-        Ok(Err((_, reason))) => Probe::Other(reason),
-        Err(e) => Probe::Other(e.to_string()),
-    }
-}
-
-/// Whether the sidecar on `socket` answers a request with IDs now.
-pub fn serves(socket: &Path) -> bool {
-    probe(socket) == Probe::Serves
-}
 
 /// Waits (bounded) until `want` sidecars serve: how many did, and when.
 pub fn wait_until_served(cl: &Cluster, want: usize, limit: Duration) -> (usize, Duration) {

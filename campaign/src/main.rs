@@ -18,19 +18,21 @@
 //! Traffic stays inside the namespaces it creates; every namespace and process is removed at
 //! the end, also on failure or Ctrl-C (and a later run removes what a killed one left).
 
+mod args;
 mod check;
 mod liveness;
 mod load;
 mod nemesis;
 mod net;
 mod preflight;
+mod probe;
 mod procs;
 mod report;
 mod rollout;
 mod storeop;
 
 use anyhow::{bail, Context, Result};
-use clap::builder::TypedValueParser as _;
+use args::Args;
 use clap::Parser;
 use idcar_core::layout::{self, LayoutParams};
 use idcar_lease::planted::PlantedBug;
@@ -42,89 +44,6 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-#[derive(Parser, Debug)]
-#[command(
-    about = "Randomized fault campaign against idcar sidecars and their store (ZooKeeper or etcd)"
-)]
-pub struct Args {
-    /// Seed of the nemesis and the clients (printed; the same seed replays the same choices).
-    #[arg(long)]
-    seed: Option<u64>,
-    /// How long faults are injected (healing and the final checks come after).
-    #[arg(long, default_value = "90s", value_parser = humantime::parse_duration)]
-    duration: Duration,
-    /// Sidecars, each in its own network namespace.
-    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(2..=40))]
-    sidecars: u32,
-    /// Slots in the pool (fewer than sidecars, so some always wait in the queue).
-    #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u32).range(1..=64))]
-    pool_size: u32,
-    /// Slots each sidecar holds at once (`idcar serve --slots`).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=8))]
-    slots: u32,
-    /// Sidecars in an idle pool beside the main one, in a tree of its own in the same store:
-    /// two slots more than sidecars, so nobody ever waits and marks reach the idle horizon
-    /// (0: none).
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(0..=8))]
-    idle_pool: u32,
-    /// Sidecars in a full pool beside the main one, in a tree of its own: as many slots as
-    /// sidecars, every slot held and nobody waiting (the full-kill fault's pool; 0: none).
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(0..=8))]
-    full_pool: u32,
-    /// The ID layout (default parameters).
-    #[arg(long, default_value = "lable64")]
-    layout: String,
-    /// Fault kinds to draw from, comma-separated (default: all).
-    #[arg(long, value_delimiter = ',', value_enum)]
-    faults: Vec<Kind>,
-    /// Mean time between two faults starting (exponential gaps; faults overlap).
-    #[arg(long, default_value = "4s", value_parser = humantime::parse_duration)]
-    fault_interval: Duration,
-    /// The store the pool lives in: a 3-node ZooKeeper ensemble or a 3-member etcd cluster.
-    #[arg(long, value_enum, default_value_t = procs::Store::Zookeeper)]
-    store: procs::Store,
-    /// The sidecars' --zk-session-timeout (with --store etcd: their --etcd-ttl, whole seconds).
-    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
-    zk_session_timeout: Duration,
-    /// The sidecars' --lease-horizon (longer than the session timeout, so that the mark,
-    /// not the session, is what fences a cut-off holder).
-    #[arg(long, default_value = "4s", value_parser = humantime::parse_duration)]
-    lease_horizon: Duration,
-    /// The sidecars' --idle-horizon (idcar's default): how far ahead a mark reaches while no one
-    /// waits for a slot.
-    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
-    idle_horizon: Duration,
-    /// The sidecars' --renew-interval.
-    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
-    renew_interval: Duration,
-    /// Run the sidecars with a deliberate lease bug (the checker must catch it).
-    #[arg(
-        long,
-        default_value = "none",
-        value_parser = clap::builder::PossibleValuesParser::new(PlantedBug::names())
-            .map(|s| s.parse::<PlantedBug>().expect("a name it lists")),
-    )]
-    plant_bug: PlantedBug,
-    /// Pause of each binary client between requests (HTTP clients pause 10 times longer).
-    #[arg(long, default_value = "2ms", value_parser = humantime::parse_duration)]
-    pace: Duration,
-    /// The idcar binary (default: the one built beside this one).
-    #[arg(long)]
-    idcar: Option<PathBuf>,
-    /// The previous version's idcar binary (built with the fault-injection feature): every
-    /// sidecar starts on it, the pool is upgraded to `--idcar` one sidecar at a time (SIGTERM,
-    /// started again on the new binary) and rolled back the same way, while faults go on; the
-    /// checker judges the whole history (docs/campaign.md).
-    #[arg(long)]
-    previous_idcar: Option<PathBuf>,
-    /// Where logs, sockets and the report go (default target/campaign/seed-SEED).
-    #[arg(long)]
-    out: Option<PathBuf>,
-    /// Also write the whole history (every request with its IDs) to history.jsonl there.
-    #[arg(long)]
-    save_history: bool,
-}
 
 /// Set by Ctrl-C or SIGTERM: the campaign stops injecting, heals, and cleans up.
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
@@ -192,12 +111,6 @@ fn catch_signals() {
             INTERRUPTED.store(true, Ordering::SeqCst);
         });
     });
-}
-
-/// The repository this campaign was built in (its scripts: `zk/lib.sh`; its `target/`).
-pub(crate) fn workspace() -> PathBuf {
-    let campaign = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    campaign.parent().unwrap_or(campaign).to_path_buf()
 }
 
 /// Runs the campaign: `Ok(true)` when every check passed, `Ok(false)` on any violation.
@@ -348,7 +261,7 @@ fn prepare(args: &Args, seed: u64) -> Result<Prepared> {
     let out = args
         .out
         .clone()
-        .unwrap_or_else(|| workspace().join(format!("target/campaign/seed-{seed}")));
+        .unwrap_or_else(|| procs::workspace().join(format!("target/campaign/seed-{seed}")));
     let _ = std::fs::remove_dir_all(&out);
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let stale = net::remove_stale();

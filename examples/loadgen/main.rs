@@ -36,6 +36,9 @@
 mod crowd;
 mod latency;
 mod neighbour;
+mod procs;
+mod spawn;
+mod stats;
 
 use clap::Parser;
 use idcar::client::HttpClient;
@@ -45,6 +48,10 @@ use neighbour::Spawned;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use tokio::net::UnixStream;
+
+use procs::*;
+use spawn::*;
+use stats::*;
 
 #[derive(Parser, Debug)]
 struct Args {
@@ -172,126 +179,6 @@ fn main() -> anyhow::Result<()> {
         .block_on(run(args))
 }
 
-/// The floor: a blocking, thread-per-connection echo with std. An 8-byte request gets a
-/// 16-byte answer, as idcar's single-ID binary frame does.
-fn echo_server(path: &Path) -> anyhow::Result<()> {
-    let _ = std::fs::remove_file(path);
-    serve_echo(std::os::unix::net::UnixListener::bind(path)?)
-}
-
-/// Serves the echo on `l`, a thread per connection.
-fn serve_echo(l: std::os::unix::net::UnixListener) -> anyhow::Result<()> {
-    use std::io::{Read, Write};
-    for s in l.incoming() {
-        let mut s = s?;
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            let mut out = [0u8; 8192];
-            loop {
-                let n = match s.read(&mut buf) {
-                    Ok(0) | Err(_) => return,
-                    Ok(n) => n,
-                };
-                out[..n].copy_from_slice(&buf[..n]);
-                out[n..2 * n].copy_from_slice(&buf[..n]);
-                if s.write_all(&out[..2 * n]).is_err() {
-                    return;
-                }
-            }
-        });
-    }
-    Ok(())
-}
-
-/// Nanoseconds the process's threads have run on a CPU (first field of each thread's
-/// `/proc/PID/task/TID/schedstat`), summed; `None` where the kernel does not say.
-fn cpu_ns(pid: u32) -> Option<u64> {
-    let mut total = 0;
-    for t in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
-        let s = std::fs::read_to_string(t.ok()?.path().join("schedstat")).ok()?;
-        total += s.split_whitespace().next()?.parse::<u64>().ok()?;
-    }
-    Some(total)
-}
-
-/// Pins every thread of `pids` and the calling thread to `cpu`, or lets them run anywhere
-/// again (`None`).
-fn pin_threads(pids: &[u32], cpu: Option<usize>) -> anyhow::Result<()> {
-    use nix::sched::{sched_setaffinity, CpuSet};
-    use nix::unistd::Pid;
-    let mut set = CpuSet::new();
-    match cpu {
-        Some(c) => set.set(c)?,
-        None => {
-            let n = std::thread::available_parallelism().map_or(1, |n| n.get());
-            for c in 0..n.min(CpuSet::count()) {
-                set.set(c)?;
-            }
-        }
-    }
-    sched_setaffinity(Pid::from_raw(0), &set)?;
-    for pid in pids {
-        for t in std::fs::read_dir(format!("/proc/{pid}/task"))? {
-            if let Some(tid) = t?.file_name().to_str().and_then(|s| s.parse().ok()) {
-                // A thread that ended meanwhile is fine.
-                let _ = sched_setaffinity(Pid::from_raw(tid), &set);
-            }
-        }
-    }
-    Ok(())
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
-}
-
-struct Stats {
-    name: String,
-    conns: usize,
-    requests: usize,
-    ids: usize,
-    elapsed: Duration,
-    lat: Vec<Duration>,
-}
-
-impl Stats {
-    fn print(&mut self) {
-        self.lat.sort();
-        let rate = self.ids as f64 / self.elapsed.as_secs_f64();
-        println!(
-            "{:<22} {:>5} {:>9} {:>12.0} {:>10.1?} {:>10.1?} {:>10.1?}",
-            self.name,
-            self.conns,
-            self.requests,
-            rate,
-            percentile(&self.lat, 0.5),
-            percentile(&self.lat, 0.99),
-            percentile(&self.lat, 0.999),
-        );
-    }
-}
-
-fn rss_kib(pid: u32) -> Option<u64> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    s.lines()
-        .find(|l| l.starts_with("VmRSS:"))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
-}
-
 fn key(id: &[u8]) -> u64 {
     key_of(id.iter().fold(0u128, |acc, b| acc << 8 | u128::from(*b)))
 }
@@ -417,77 +304,6 @@ async fn many_clients(
     .await?;
     drop(c);
     keys
-}
-
-/// The idcar binary to spawn: --idcar, else beside this example's directory.
-fn idcar_binary(args: &Args) -> anyhow::Result<PathBuf> {
-    match &args.idcar {
-        Some(b) => Ok(b.clone()),
-        None => std::env::current_exe()?
-            .parent()
-            .and_then(Path::parent)
-            .map(|d| d.join("idcar"))
-            .ok_or_else(|| anyhow::anyhow!("cannot locate idcar; pass --idcar")),
-    }
-}
-
-/// Phase 1 (spawn mode): start idcar; report the time to its first IDs and its idle RSS.
-async fn spawn_idcar(
-    args: &Args,
-    serve_args: &str,
-    dir: &Path,
-    socket: &Path,
-) -> anyhow::Result<std::process::Child> {
-    let bin = idcar_binary(args)?;
-    let t0 = Instant::now();
-    let c = std::process::Command::new(&bin)
-        .arg("serve")
-        .arg("--socket")
-        .arg(socket)
-        .arg("--state-file")
-        .arg(dir.join("state"))
-        .args(["--admin-addr", "none", "--log", "warn"])
-        .args(serve_args.split_whitespace())
-        .spawn()
-        .map_err(|e| {
-            anyhow::anyhow!(
-                "cannot spawn {}: {e} (build it with cargo build --release)",
-                bin.display()
-            )
-        })?;
-    let pid = c.id();
-    let ready = loop {
-        if let Ok(mut b) = BinaryClient::connect(socket).await {
-            if b.ids(1).await.is_ok() {
-                break t0.elapsed();
-            }
-        }
-        anyhow::ensure!(
-            t0.elapsed() < Duration::from_secs(10),
-            "idcar not ready in 10 s"
-        );
-        tokio::time::sleep(Duration::from_micros(500)).await;
-    };
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    println!(
-        "start-up: first IDs {ready:.1?} after spawn; idle RSS {} KiB",
-        rss_kib(pid).unwrap_or(0)
-    );
-    Ok(c)
-}
-
-/// The floor: an echo server in a separate process, started and awaited.
-async fn start_echo(echo_path: &Path) -> anyhow::Result<std::process::Child> {
-    let echo = std::process::Command::new(std::env::current_exe()?)
-        .arg("--echo-server")
-        .arg(echo_path)
-        .spawn()?;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while UnixStream::connect(echo_path).await.is_err() {
-        anyhow::ensure!(Instant::now() < deadline, "echo server did not start");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    Ok(echo)
 }
 
 /// Phase 3: C connections asking for batches (binary, or HTTP): a warm-up, then a window of

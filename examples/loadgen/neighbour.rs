@@ -151,6 +151,23 @@ pub fn run(n: &Neighbour) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The first connection that answers a request (within 30 s of idcar's start).
+fn first_answer(connect: &dyn Fn() -> anyhow::Result<Binary>) -> anyhow::Result<Binary> {
+    let t0 = Instant::now();
+    loop {
+        if let Ok(mut c) = connect() {
+            if matches!(c.ask(), Ok(Ok(_))) {
+                return Ok(c);
+            }
+        }
+        anyhow::ensure!(
+            t0.elapsed() < Duration::from_secs(30),
+            "idcar not ready in 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// One mode: the line to print, and whether it met the target.
 fn one_mode(n: &Neighbour, extra: &[String]) -> anyhow::Result<(String, bool)> {
     let dir = tempfile::tempdir()?;
@@ -173,24 +190,12 @@ fn one_mode(n: &Neighbour, extra: &[String]) -> anyhow::Result<(String, bool)> {
             .args(n.serve_args.split_whitespace())
             .spawn()?,
     );
-    let t0 = Instant::now();
     let connect = || -> anyhow::Result<Binary> {
         let c = UnixStream::connect(&socket)?;
         c.set_read_timeout(Some(Duration::from_secs(10)))?;
         Ok(Binary(c, Vec::new()))
     };
-    let mut conn = loop {
-        if let Ok(mut c) = connect() {
-            if matches!(c.ask(), Ok(Ok(_))) {
-                break c;
-            }
-        }
-        anyhow::ensure!(
-            t0.elapsed() < Duration::from_secs(30),
-            "idcar not ready in 30 s"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let mut conn = first_answer(&connect)?;
     let busy = Spawned(
         Command::new(std::env::current_exe()?)
             .arg("--busy-neighbour")

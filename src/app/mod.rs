@@ -102,6 +102,7 @@ fn decode(cfg: DecodeConfig) -> anyhow::Result<ExitCode> {
     };
     let fields = layout
         .decode(&raw)
+        .map(|d| d.to_map())
         .map_err(|e| UsageError(format!("cannot decode {text:?}: {e}")))?;
     if cfg.json {
         // The ID's fields only, as every client library decodes them.

@@ -298,7 +298,7 @@ fn decode(svc: &Service, text: &str, form: Option<TextForm>, json: bool) -> Repl
     match layout.parse(text, form).and_then(|raw| layout.decode(&raw)) {
         Ok(fields) => Reply {
             status: StatusCode::OK,
-            text: serde_json::Value::Object(fields).to_string() + "\n",
+            text: serde_json::Value::Object(fields.to_map()).to_string() + "\n",
             json: true,
         },
         Err(e) => fail(

@@ -218,7 +218,7 @@ mod sno80 {
         let mut ticks = Vec::new();
         for id in out.chunks_exact(10) {
             assert!(seen.insert(id.to_vec()), "duplicate {id:?}");
-            let f = svc.layout().decode(id).unwrap();
+            let f = svc.layout().decode(id).unwrap().to_map();
             assert_eq!(
                 (f["meta"].as_u64(), f["partition"].as_u64()),
                 (Some(9), Some(42))

@@ -1,7 +1,7 @@
 //! What the fault tests need of a coordinating store, whatever it is: started and stopped
 //! members, idcar pointed at it, its pool report and stored marks. ZooKeeper and etcd each
 //! implement it over their own harness (`zk.rs`, `etcd.rs`), so a scenario both must survive
-//! is written once (`tests/store_faults.rs`).
+//! is written once (`tests/store_faults/`).
 
 use super::etcd::Etcd;
 use super::release::Release;

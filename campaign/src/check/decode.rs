@@ -63,7 +63,11 @@ pub(super) fn fields(setup: &Setup, id: u128) -> Result<Fields, String> {
         }
     }
     let bytes = to_bytes(id, setup.layout.width());
-    let m = setup.layout.decode(&bytes).map_err(|e| e.to_string())?;
+    let m = setup
+        .layout
+        .decode(&bytes)
+        .map_err(|e| e.to_string())?
+        .to_map();
     let num = |k: &str| m.get(k).and_then(|v| v.as_u64());
     let (slot, cluster) = match setup.layout.name() {
         "lable64" => (num("generator"), num("cluster")),

@@ -93,38 +93,8 @@ pub(super) fn order(
             groups.entry(group).or_default().push(span);
         }
     }
-    for ((_, _, slot, _), mut spans) in groups {
-        // Sweep the requests by when they were sent, keeping the greatest ID of every request
-        // answered before then.
-        spans.sort_unstable_by_key(|s| s.start_ns);
-        let mut ends: Vec<(u64, u128, usize)> = spans
-            .iter()
-            .enumerate()
-            .map(|(i, s)| (s.end_ns, s.max, i))
-            .collect();
-        ends.sort_unstable_by_key(|e| e.0);
-        let mut done = 0;
-        let mut greatest: Option<(u128, usize)> = None;
-        for b in &spans {
-            while done < ends.len() && ends[done].0 < b.start_ns {
-                let (_, max, i) = ends[done];
-                if greatest.is_none_or(|(g, _)| max > g) {
-                    greatest = Some((max, i));
-                }
-                done += 1;
-            }
-            if let Some((g, i)) = greatest {
-                if b.min <= g {
-                    bad.push(format!(
-                        "slot {slot}: {:x} acknowledged to {} is not above {g:x}, acknowledged \
-                         before it was asked for to {}",
-                        b.min,
-                        show(&ops[b.op]),
-                        show(&ops[spans[i].op])
-                    ));
-                }
-            }
-        }
+    for ((_, _, slot, _), spans) in groups {
+        not_above_earlier(slot, spans, ops, &mut bad);
     }
     v.order_violations = bad.len();
     for detail in bad.iter().take(5) {
@@ -138,5 +108,41 @@ pub(super) fn order(
             check: "order",
             detail: format!("... {} more IDs out of their slot's order", bad.len() - 5),
         });
+    }
+}
+
+/// Slot `slot`'s answers (`spans`, one per request) against the requests answered before
+/// each was asked for: every ID must be above all of theirs; what is not goes to `bad`.
+fn not_above_earlier(slot: u64, mut spans: Vec<Span>, ops: &[Op], bad: &mut Vec<String>) {
+    // Sweep the requests by when they were sent, keeping the greatest ID of every request
+    // answered before then.
+    spans.sort_unstable_by_key(|s| s.start_ns);
+    let mut ends: Vec<(u64, u128, usize)> = spans
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.end_ns, s.max, i))
+        .collect();
+    ends.sort_unstable_by_key(|e| e.0);
+    let mut done = 0;
+    let mut greatest: Option<(u128, usize)> = None;
+    for b in &spans {
+        while done < ends.len() && ends[done].0 < b.start_ns {
+            let (_, max, i) = ends[done];
+            if greatest.is_none_or(|(g, _)| max > g) {
+                greatest = Some((max, i));
+            }
+            done += 1;
+        }
+        if let Some((g, i)) = greatest {
+            if b.min <= g {
+                bad.push(format!(
+                    "slot {slot}: {:x} acknowledged to {} is not above {g:x}, acknowledged \
+                     before it was asked for to {}",
+                    b.min,
+                    show(&ops[b.op]),
+                    show(&ops[spans[i].op])
+                ));
+            }
+        }
     }
 }

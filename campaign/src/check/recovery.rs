@@ -179,24 +179,20 @@ pub(super) fn recovery(
     v: &mut Verdict,
 ) {
     let settle = setup.session_timeout_ns + setup.horizon_ns + S;
-    let history_end = ops.iter().map(|o| o.end_ns).max().unwrap_or(0);
     let requests = Requests::new(ops);
+    let history = History {
+        setup,
+        holds,
+        faults,
+        incarnations,
+        requests: &requests,
+        end: ops.iter().map(|o| o.end_ns).max().unwrap_or(0),
+    };
     for f in faults {
         let Some((what, check)) = names(f.kind) else {
             continue;
         };
-        let (heal, bound) = match f.kind {
-            Kind::FullKill => (
-                f.start_ns,
-                setup.session_timeout_ns + setup.horizon_ns + 2 * S,
-            ),
-            Kind::Compact => (f.start_ns, 0),
-            Kind::Outage => (
-                f.answered_ns.unwrap_or(u64::MAX),
-                AFTER_ANSWER_NS + COLD_START_NS,
-            ),
-            _ => (f.answered_ns.unwrap_or(u64::MAX), AFTER_ANSWER_NS),
-        };
+        let (heal, bound) = heal_and_bound(setup, f);
         let r = v.recovery.entry(f.kind.name().to_string()).or_default();
         r.what = what;
         r.bound_ms = bound as f64 / 1e6;
@@ -223,137 +219,207 @@ pub(super) fn recovery(
         {
             continue;
         }
-        let mut judged = false;
+        let judged = Judged {
+            f,
+            heal,
+            bound,
+            until,
+            near,
+            check,
+        };
         let pools: Vec<usize> = match (f.kind, f.sidecar) {
             (Kind::FullKill, Some(s)) => vec![setup.pool(s)],
             _ => (0..setup.pools.len().max(1)).collect(),
         };
+        let mut any = false;
         for p in pools {
-            let pool = setup.pools.get(p);
-            let members: Vec<usize> = match pool {
-                Some(pool) => pool.sidecars.clone().collect(),
-                None => (0..requests.by_sidecar.len()).collect(),
-            };
-            let contended = pool.is_some_and(|p| p.contended());
-            let touched = |s: usize| near.iter().any(|g| g.touches(s));
-            // Where a sidecar waits for a slot (and a full pool's replacement does), every
-            // holder's fault is the waiter's too.
-            if (contended || f.kind == Kind::FullKill) && members.iter().any(|&s| touched(s)) {
-                continue;
-            }
-            judged = true;
-            let alive = |s: usize| {
-                incarnations.iter().any(|i| {
-                    i.sidecar == s
-                        && i.started_ns < f.start_ns
-                        && i.ended_ns.is_none_or(|e| e > f.start_ns)
-                })
-            };
-            let candidates: Vec<usize> = members
-                .into_iter()
-                .filter(|&s| !touched(s) && alive(s))
-                .collect();
-            // Issuing just before the fault (its start is stamped once it is in force).
-            let before = f.start_ns.saturating_sub(2 * STAMP_SLACK_NS);
-            let (issuing, waiting): (Vec<usize>, Vec<usize>) = candidates
-                .iter()
-                .partition(|&&s| issuing_at(holds, s, before));
-            r.watched += issuing.len();
-            if f.kind == Kind::Compact {
-                let looked = Looked {
-                    requests: &requests,
-                    holds,
-                    incarnations,
-                    until,
-                    history_end,
-                };
-                looked.compaction(setup, f, &issuing, r, check, &mut v.violations);
-                continue;
-            }
-            // Those it stopped: refused (or unanswered) meanwhile, and when each last was.
-            let stopped: Vec<(usize, u64)> = issuing
-                .iter()
-                .filter_map(|&s| Some((s, requests.last_refused(s, f.start_ns, until)?)))
-                .collect();
-            // When each issued again; in a pool where sidecars wait, a waiter's first IDs
-            // count too, earliest first.
-            let mut again: Vec<u64> = stopped
-                .iter()
-                .filter_map(|&(s, refused)| requests.first_ids(s, refused + 1))
-                .collect();
-            if contended {
-                again.extend(
-                    waiting
-                        .iter()
-                        .filter_map(|&w| requests.first_ids(w, f.start_ns)),
-                );
-            }
-            again.sort_unstable();
-            // How long a sidecar's measure can run: until a later fault touches it (in a pool
-            // where sidecars wait, or the full pool after a kill: any of the pool's) or the
-            // whole store, or the history ends.
-            let blurs = |g: &Fault, s: usize| {
-                g.kind.ensemble()
-                    || g.kind.touches_all()
-                    || if contended || f.kind == Kind::FullKill {
-                        pool.is_some_and(|p| p.sidecars.clone().any(|m| g.touches(m)))
-                    } else {
-                        g.touches(s)
-                    }
-            };
-            let cut_off = |s: usize| {
-                faults
-                    .iter()
-                    .filter(|g| !std::ptr::eq(*g, f) && g.start_ns > f.start_ns && blurs(g, s))
-                    .map(|g| g.start_ns)
-                    .min()
-                    .map_or(history_end, |t| t.min(history_end))
-            };
-            for (k, &(s, _)) in stopped.iter().enumerate() {
-                let end = cut_off(s);
-                let (t, at_least) = match again.get(k) {
-                    Some(&t) if t <= end => (t.saturating_sub(heal), false),
-                    _ => (end.saturating_sub(heal), true),
-                };
-                if at_least && t <= bound {
-                    // Cut off before the bound: not known.
-                    continue;
-                }
-                r.took.push(Took {
-                    sidecar: s,
-                    ms: t as f64 / 1e6,
-                    at_least,
-                });
-                if t <= bound {
-                    continue;
-                }
-                r.broken += 1;
-                v.violations.push(Violation {
-                    check,
-                    detail: format!(
-                        "{} at {:.3} s (healed at {:.3} s): sidecar {s}{} {} {:.0} ms (bound {:.0} ms)",
-                        f.kind.name(),
-                        f.start_ns as f64 / 1e9,
-                        heal as f64 / 1e9,
-                        if contended {
-                            " (or a waiter in its place)"
-                        } else {
-                            ""
-                        },
-                        if at_least {
-                            "not issuing again yet after"
-                        } else {
-                            "issued again after"
-                        },
-                        t as f64 / 1e6,
-                        bound as f64 / 1e6
-                    ),
-                });
-            }
+            any |= history.judge_pool(&judged, p, r, &mut v.violations);
         }
-        if judged {
+        if any {
             r.judged += 1;
         }
+    }
+}
+
+/// When a fault healed (the store answered again; a kill or a compaction: its start) and how
+/// long after it IDs must flow again.
+fn heal_and_bound(setup: &Setup, f: &Fault) -> (u64, u64) {
+    match f.kind {
+        Kind::FullKill => (
+            f.start_ns,
+            setup.session_timeout_ns + setup.horizon_ns + 2 * S,
+        ),
+        Kind::Compact => (f.start_ns, 0),
+        Kind::Outage => (
+            f.answered_ns.unwrap_or(u64::MAX),
+            AFTER_ANSWER_NS + COLD_START_NS,
+        ),
+        _ => (f.answered_ns.unwrap_or(u64::MAX), AFTER_ANSWER_NS),
+    }
+}
+
+/// The recorded history a fault's recovery is judged from.
+struct History<'a> {
+    setup: &'a Setup<'a>,
+    holds: &'a [Hold],
+    faults: &'a [Fault],
+    incarnations: &'a [Incarnation],
+    requests: &'a Requests<'a>,
+    /// When the last request ended.
+    end: u64,
+}
+
+/// One fault being judged: when it healed, its bound, until when its effects are looked
+/// for, the faults near it, and the check it counts under.
+struct Judged<'a> {
+    f: &'a Fault,
+    heal: u64,
+    bound: u64,
+    until: u64,
+    near: Vec<&'a Fault>,
+    check: &'static str,
+}
+
+impl History<'_> {
+    /// Judges the fault in pool `p`: whether the pool could be judged (no other fault blurs
+    /// it), each stopped sidecar's time to IDs again in `r`, and a violation for each past
+    /// the bound.
+    fn judge_pool(
+        &self,
+        j: &Judged<'_>,
+        p: usize,
+        r: &mut Recovery,
+        violations: &mut Vec<Violation>,
+    ) -> bool {
+        let f = j.f;
+        let pool = self.setup.pools.get(p);
+        let members: Vec<usize> = match pool {
+            Some(pool) => pool.sidecars.clone().collect(),
+            None => (0..self.requests.by_sidecar.len()).collect(),
+        };
+        let contended = pool.is_some_and(|p| p.contended());
+        let touched = |s: usize| j.near.iter().any(|g| g.touches(s));
+        // Where a sidecar waits for a slot (and a full pool's replacement does), every
+        // holder's fault is the waiter's too.
+        if (contended || f.kind == Kind::FullKill) && members.iter().any(|&s| touched(s)) {
+            return false;
+        }
+        let alive = |s: usize| {
+            self.incarnations.iter().any(|i| {
+                i.sidecar == s
+                    && i.started_ns < f.start_ns
+                    && i.ended_ns.is_none_or(|e| e > f.start_ns)
+            })
+        };
+        let candidates: Vec<usize> = members
+            .into_iter()
+            .filter(|&s| !touched(s) && alive(s))
+            .collect();
+        // Issuing just before the fault (its start is stamped once it is in force).
+        let before = f.start_ns.saturating_sub(2 * STAMP_SLACK_NS);
+        let (issuing, waiting): (Vec<usize>, Vec<usize>) = candidates
+            .iter()
+            .partition(|&&s| issuing_at(self.holds, s, before));
+        r.watched += issuing.len();
+        if f.kind == Kind::Compact {
+            let looked = Looked {
+                requests: self.requests,
+                holds: self.holds,
+                incarnations: self.incarnations,
+                until: j.until,
+                history_end: self.end,
+            };
+            looked.compaction(self.setup, f, &issuing, r, j.check, violations);
+            return true;
+        }
+        // Those it stopped: refused (or unanswered) meanwhile, and when each last was.
+        let stopped: Vec<(usize, u64)> = issuing
+            .iter()
+            .filter_map(|&s| Some((s, self.requests.last_refused(s, f.start_ns, j.until)?)))
+            .collect();
+        // When each issued again; in a pool where sidecars wait, a waiter's first IDs
+        // count too, earliest first.
+        let mut again: Vec<u64> = stopped
+            .iter()
+            .filter_map(|&(s, refused)| self.requests.first_ids(s, refused + 1))
+            .collect();
+        if contended {
+            again.extend(
+                waiting
+                    .iter()
+                    .filter_map(|&w| self.requests.first_ids(w, f.start_ns)),
+            );
+        }
+        again.sort_unstable();
+        let whole_pool = (contended || f.kind == Kind::FullKill).then_some(p);
+        for (k, &(s, _)) in stopped.iter().enumerate() {
+            let end = self.cut_off(f, s, whole_pool);
+            let (t, at_least) = match again.get(k) {
+                Some(&t) if t <= end => (t.saturating_sub(j.heal), false),
+                _ => (end.saturating_sub(j.heal), true),
+            };
+            if at_least && t <= j.bound {
+                // Cut off before the bound: not known.
+                continue;
+            }
+            r.took.push(Took {
+                sidecar: s,
+                ms: t as f64 / 1e6,
+                at_least,
+            });
+            if t > j.bound {
+                r.broken += 1;
+                violations.push(too_slow(j, s, contended, t, at_least));
+            }
+        }
+        true
+    }
+
+    /// How long sidecar `s`'s measure after fault `f` can run: until a later fault touches it
+    /// (in `whole_pool`, where sidecars wait or the full pool after a kill: any of the pool's)
+    /// or the whole store, or the history ends.
+    fn cut_off(&self, f: &Fault, s: usize, whole_pool: Option<usize>) -> u64 {
+        let blurs = |g: &Fault| {
+            g.kind.ensemble()
+                || g.kind.touches_all()
+                || match whole_pool.and_then(|p| self.setup.pools.get(p)) {
+                    Some(pool) => pool.sidecars.clone().any(|m| g.touches(m)),
+                    None if whole_pool.is_some() => false,
+                    None => g.touches(s),
+                }
+        };
+        self.faults
+            .iter()
+            .filter(|g| !std::ptr::eq(*g, f) && g.start_ns > f.start_ns && blurs(g))
+            .map(|g| g.start_ns)
+            .min()
+            .map_or(self.end, |t| t.min(self.end))
+    }
+}
+
+/// The violation of a sidecar `s` that took `t` ns to issue again (`at_least`: had not yet
+/// when its measure was cut off), past the fault's bound.
+fn too_slow(j: &Judged<'_>, s: usize, contended: bool, t: u64, at_least: bool) -> Violation {
+    Violation {
+        check: j.check,
+        detail: format!(
+            "{} at {:.3} s (healed at {:.3} s): sidecar {s}{} {} {:.0} ms (bound {:.0} ms)",
+            j.f.kind.name(),
+            j.f.start_ns as f64 / 1e9,
+            j.heal as f64 / 1e9,
+            if contended {
+                " (or a waiter in its place)"
+            } else {
+                ""
+            },
+            if at_least {
+                "not issuing again yet after"
+            } else {
+                "issued again after"
+            },
+            t as f64 / 1e6,
+            j.bound as f64 / 1e6
+        ),
     }
 }
 

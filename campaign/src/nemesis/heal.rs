@@ -48,31 +48,9 @@ impl Nemesis {
                 self.active[i].heal = Heal::Probe { child, healed_ns };
                 return self.heal_again(i, cl, spec, now);
             }
-            Heal::Probe { child, healed_ns } => {
-                let healed_ns = *healed_ns;
-                match child.try_wait() {
-                    Ok(None) if !now => return Ok(false),
-                    Ok(None) => {
-                        let _ = child.wait();
-                    }
-                    _ => {}
-                }
-                let mut said = String::new();
-                if let Some(out) = child.stdout.as_mut() {
-                    let _ = out.read_to_string(&mut said);
-                }
-                let f = &mut self.active[i].fault;
-                f.end_ns = healed_ns;
-                f.answered_ns = said
-                    .trim()
-                    .strip_prefix("answered ")
-                    .and_then(|t| t.parse().ok());
-                if f.answered_ns.is_none() {
-                    eprintln!(
-                        "campaign: the store did not answer a probe after the {} fault: {}",
-                        f.kind.name(),
-                        said.trim()
-                    );
+            Heal::Probe { .. } => {
+                if !self.probe_done(i, now) {
+                    return Ok(false);
                 }
             }
             Heal::Unskew { s } => {
@@ -123,6 +101,40 @@ impl Nemesis {
             }
         }
         Ok(true)
+    }
+
+    /// Whether the store probe after fault `i`'s heal is done (waiting for it with `now`):
+    /// the fault then ends when the heal began, and the store answered when the probe says.
+    fn probe_done(&mut self, i: usize, now: bool) -> bool {
+        let Heal::Probe { child, healed_ns } = &mut self.active[i].heal else {
+            return true;
+        };
+        let healed_ns = *healed_ns;
+        match child.try_wait() {
+            Ok(None) if !now => return false,
+            Ok(None) => {
+                let _ = child.wait();
+            }
+            _ => {}
+        }
+        let mut said = String::new();
+        if let Some(out) = child.stdout.as_mut() {
+            let _ = out.read_to_string(&mut said);
+        }
+        let f = &mut self.active[i].fault;
+        f.end_ns = healed_ns;
+        f.answered_ns = said
+            .trim()
+            .strip_prefix("answered ")
+            .and_then(|t| t.parse().ok());
+        if f.answered_ns.is_none() {
+            eprintln!(
+                "campaign: the store did not answer a probe after the {} fault: {}",
+                f.kind.name(),
+                said.trim()
+            );
+        }
+        true
     }
 
     /// After a heal's first step: its next one at once (with `now`), or later.

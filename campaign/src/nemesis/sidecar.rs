@@ -41,7 +41,7 @@ impl Nemesis {
         let full = members.iter().all(|s| free.contains(s))
             && members
                 .iter()
-                .all(|&s| crate::liveness::serves(&cl.sidecars[s].socket));
+                .all(|&s| crate::probe::serves(&cl.sidecars[s].socket));
         let Some(&s) = members.choose(&mut self.rng).filter(|_| full) else {
             eprintln!("campaign: full-kill: the full pool is not full now");
             return Ok(None);

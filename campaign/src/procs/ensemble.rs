@@ -31,7 +31,7 @@ fn etcd_dir() -> Result<&'static Path> {
     if let Some(dir) = DIR.get() {
         return Ok(dir);
     }
-    let lib = crate::workspace().join("etcd/lib.sh");
+    let lib = super::workspace().join("etcd/lib.sh");
     let out = Command::new("bash")
         .arg("-c")
         .arg(format!(". \"{}\" && etcd_bin etcd", lib.display()))
@@ -66,7 +66,7 @@ fn etcdctl(ns: &str, args: &[&str]) -> Result<String> {
 
 /// `zk/lib.sh` in the workspace (starting, configuring and probing ZooKeeper).
 fn lib_sh() -> PathBuf {
-    crate::workspace().join("zk/lib.sh")
+    super::workspace().join("zk/lib.sh")
 }
 
 /// Runs a `zk/lib.sh` function inside namespace `ns`; its stdout.

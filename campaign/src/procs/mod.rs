@@ -44,3 +44,9 @@ impl Cluster {
         self.zk.nodes.len() + s
     }
 }
+
+/// The repository this campaign was built in (its scripts: `zk/lib.sh`; its `target/`).
+pub(crate) fn workspace() -> std::path::PathBuf {
+    let campaign = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    campaign.parent().unwrap_or(campaign).to_path_buf()
+}

@@ -1,12 +1,12 @@
 //! Probing the sidecars (warm-up, liveness at the end) and the report: a JSON file for
 //! machines and a short text summary for people.
 
+use crate::args::Args;
 use crate::check::{self, Setup, Verdict};
 use crate::liveness::Liveness;
 use crate::load::{ClientLog, Op, Outcome};
 use crate::nemesis::Nemesis;
 use crate::procs::{Incarnation, Pool};
-use crate::Args;
 use anyhow::Result;
 use idcar_core::layout::Layout;
 use serde::Serialize;

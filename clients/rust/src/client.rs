@@ -1,10 +1,10 @@
 //! The client: a pool of connections (see `shared`), retries across server restarts, optional
 //! prefetch.
 
+use crate::error::{Error, Result};
 use crate::layout::{Description, Id};
 use crate::prefetch::Prefetch;
 use crate::shared::Shared;
-use crate::{Error, Result};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;

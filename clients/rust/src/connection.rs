@@ -1,15 +1,16 @@
 //! One blocking connection: requests may be sent ahead of their answers (pipelining).
 
+use crate::error::{Error, Result};
 use crate::layout::Description;
+use crate::wire::Ids;
 use crate::wire::{self, RequestOptions, RESPONSE_HEADER};
-use crate::{Error, Ids, Result};
 use std::io::{BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
 
 /// One connection to idcar's socket, without retries: the building block of
-/// [`Client`](crate::Client), for pipelining and for tests of the protocol itself.
+/// `Client`, for pipelining and for tests of the protocol itself.
 ///
 /// Every read and write is bounded by the timeout given to [`connect`](Self::connect).
 #[derive(Debug)]

@@ -105,33 +105,7 @@ pub use client::{Builder, Client, DEFAULT_SOCKET, MAX_REQUEST};
 pub use connection::Connection;
 pub use error::{Error, Result};
 pub use layout::{Decoded, Description, Id, Value};
-pub use wire::RequestOptions;
-
-/// The IDs of one answer, as the server sent them: `width` bytes each, back to back.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Ids {
-    /// Bytes per ID.
-    pub width: usize,
-    /// The IDs' binary forms.
-    pub bytes: Vec<u8>,
-}
-
-impl Ids {
-    /// Each ID's bytes.
-    pub fn iter(&self) -> impl Iterator<Item = &[u8]> {
-        self.bytes.chunks_exact(self.width.max(1))
-    }
-
-    /// How many IDs.
-    pub fn len(&self) -> usize {
-        self.bytes.len() / self.width.max(1)
-    }
-
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.bytes.is_empty()
-    }
-}
+pub use wire::{Ids, RequestOptions};
 
 /// The README's examples are compiled as doctests, so they cannot drift from the API.
 #[doc = include_str!("../README.md")]

@@ -3,8 +3,8 @@
 //! connection with requests pipelined.
 
 use crate::connection::Connection;
-use crate::layout::{Description, Id};
-use crate::{Error, Result};
+use crate::error::{Error, Result};
+use crate::layout::{Description, Id, Known};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -31,7 +31,7 @@ pub(crate) struct Shared {
     closed: AtomicBool,
 }
 
-type Conn = (Connection, Arc<Description>);
+type Conn = (Connection, Arc<Known>);
 
 #[derive(Debug)]
 struct Pool {
@@ -118,7 +118,7 @@ impl Shared {
     pub(crate) fn describe(&self) -> Result<Description> {
         self.retrying(|s| {
             let c = s.checkout()?;
-            let d = (*c.conn().1).clone();
+            let d = c.conn().1.description().clone();
             c.give_back();
             Ok(d)
         })
@@ -181,7 +181,7 @@ impl Shared {
         };
         let mut conn = Connection::connect(&self.socket, Some(self.timeout))?;
         let d = conn.describe()?;
-        c.conn = Some((conn, Arc::new(d)));
+        c.conn = Some((conn, Arc::new(Known::new(d))));
         Ok(c)
     }
 
@@ -266,10 +266,11 @@ fn fetch_on(mut c: Checkout<'_>, n: usize, out: &mut Vec<Id>) -> Result<()> {
             break;
         };
         match conn.recv() {
-            Ok(ids) if ids.width != d.width => {
+            Ok(ids) if ids.width != d.description().width => {
                 return Err(Error::Protocol(format!(
                     "{}-byte IDs from a server that described {}-byte IDs",
-                    ids.width, d.width
+                    ids.width,
+                    d.description().width
                 )));
             }
             Ok(ids) if ids.len() != asked => {

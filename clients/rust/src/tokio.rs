@@ -1,11 +1,12 @@
 //! An async connection on tokio's Unix socket (feature `tokio`): the same requests and
-//! answers as the blocking [`Connection`](crate::Connection), for servers and load generators
-//! that already run tokio. No retries and no prefetch: for those, use [`Client`](crate::Client)
+//! answers as the blocking [`Connection`](crate::connection::Connection), for servers and load generators
+//! that already run tokio. No retries and no prefetch: for those, use `Client`
 //! (from `spawn_blocking` or a thread of its own).
 
+use crate::error::{Error, Result};
 use crate::layout::Description;
+use crate::wire::Ids;
 use crate::wire::{self, RequestOptions, RESPONSE_HEADER};
-use crate::{Error, Ids, Result};
 use std::path::Path;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};

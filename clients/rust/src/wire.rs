@@ -1,99 +1,75 @@
-//! The binary protocol's frames as a client writes and reads them (no I/O): see idcar's
-//! `docs/protocol.md`.
+//! The binary protocol's frames as a client writes and reads them (no I/O), in idcar's own
+//! core (`idcar_core::frame`): see idcar's `docs/protocol.md`.
 //!
 //! Request: `d1 <opcode> <len u16>` then `len` bytes; get IDs is opcode 1 with a 4-byte count
 //! (or 8 bytes: count, flags, metabyte, two reserved zero bytes), describe is opcode 2 with no
 //! payload. Response: `d1 <status> <width> 00 <len u32>` then `len` bytes. Integers are
 //! big-endian.
 
-use crate::Error;
+use crate::error::Error;
+use idcar_core::frame;
 
-/// The first byte of every frame.
-pub const MAGIC: u8 = 0xD1;
-/// Opcode: get IDs.
-pub const OP_GET_IDS: u8 = 0x01;
-/// Opcode: describe the server's layout.
-pub const OP_DESCRIBE: u8 = 0x02;
+pub use idcar_core::frame::{ResponseHeader as Header, Status, MAGIC, OP_DESCRIBE, OP_GET_IDS};
+pub use idcar_core::layout::RequestOptions;
+
 /// Bytes in a response header.
-pub const RESPONSE_HEADER: usize = 8;
+pub const RESPONSE_HEADER: usize = frame::RESPONSE_HEADER;
 /// The describe request.
 pub const DESCRIBE: [u8; 4] = [MAGIC, OP_DESCRIBE, 0, 0];
 /// Most bytes a response may announce before the client calls it a protocol error: far above
 /// the largest batch a server sends (10,000 IDs of 16 bytes).
 pub const MAX_RESPONSE: u32 = 64 << 20;
 
-/// Options of a get-IDs request.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RequestOptions {
-    /// sno80's metabyte.
-    pub meta: Option<u8>,
-    /// The IDs of one transaction (muid128: one timestamp and medallion, offsets 1..N).
-    pub transaction: bool,
-}
-
 /// Appends a get-IDs request for `count` IDs to `out`.
 pub fn get_ids(count: u32, opts: &RequestOptions, out: &mut Vec<u8>) {
-    let long = *opts != RequestOptions::default();
-    out.extend_from_slice(&[MAGIC, OP_GET_IDS, 0, if long { 8 } else { 4 }]);
-    out.extend_from_slice(&count.to_be_bytes());
-    if long {
-        let flags = u8::from(opts.meta.is_some()) | (u8::from(opts.transaction) << 1);
-        out.extend_from_slice(&[flags, opts.meta.unwrap_or(0), 0, 0]);
-    }
-}
-
-/// A response's status byte.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Status {
-    /// The payload is what was asked for.
-    Ok,
-    /// The request was refused: never retried.
-    BadRequest,
-    /// The server cannot issue IDs now (no lease yet, mark reached): retry later.
-    Unavailable,
-}
-
-/// A parsed response header.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Header {
-    /// What the server says.
-    pub status: Status,
-    /// Bytes per ID (0 on errors).
-    pub width: u8,
-    /// Payload bytes that follow.
-    pub len: u32,
+    frame::encode_get_ids(count, opts, out)
 }
 
 /// Parses a response header.
 pub fn header(b: &[u8; RESPONSE_HEADER]) -> Result<Header, Error> {
-    if b[0] != MAGIC {
-        return Err(Error::Protocol(format!(
-            "bad magic byte {:#04x} in a response, expected {MAGIC:#04x}",
-            b[0]
-        )));
-    }
-    let status = match b[1] {
-        0 => Status::Ok,
-        1 => Status::BadRequest,
-        2 => Status::Unavailable,
-        s => return Err(Error::Protocol(format!("unknown status {s:#04x}"))),
+    let h = match frame::parse_response_header(b) {
+        Ok(Some(h)) => h,
+        Ok(None) => return Err(Error::Protocol("a short response header".into())),
+        Err(why) => return Err(Error::Protocol(why)),
     };
-    let len = u32::from_be_bytes([b[4], b[5], b[6], b[7]]);
-    if len > MAX_RESPONSE {
+    if h.len > MAX_RESPONSE {
         return Err(Error::Protocol(format!(
-            "a response of {len} bytes (at most {MAX_RESPONSE})"
+            "a response of {} bytes (at most {MAX_RESPONSE})",
+            h.len
         )));
     }
-    Ok(Header {
-        status,
-        width: b[2],
-        len,
-    })
+    Ok(h)
+}
+
+/// The IDs of one answer, as the server sent them: `width` bytes each, back to back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ids {
+    /// Bytes per ID.
+    pub width: usize,
+    /// The IDs' binary forms.
+    pub bytes: Vec<u8>,
+}
+
+impl Ids {
+    /// Each ID's bytes.
+    pub fn iter(&self) -> impl Iterator<Item = &[u8]> {
+        self.bytes.chunks_exact(self.width.max(1))
+    }
+
+    /// How many IDs.
+    pub fn len(&self) -> usize {
+        self.bytes.len() / self.width.max(1)
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
 }
 
 /// What a get-IDs response says, given its header and payload: the IDs (`width` bytes each),
 /// or the error the status names.
-pub fn ids_payload(h: &Header, body: Vec<u8>) -> Result<crate::Ids, Error> {
+pub fn ids_payload(h: &Header, body: Vec<u8>) -> Result<Ids, Error> {
     if let Some(e) = refusal(h, &body) {
         return Err(e);
     }
@@ -105,7 +81,7 @@ pub fn ids_payload(h: &Header, body: Vec<u8>) -> Result<crate::Ids, Error> {
                 h.width
             )))
         }
-        _ => Ok(crate::Ids {
+        _ => Ok(Ids {
             width: h.width.into(),
             bytes: body,
         }),

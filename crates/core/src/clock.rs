@@ -8,8 +8,20 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Random bits from the operating system's generator (through `rand`'s thread-local CSPRNG),
 /// injected into layouts that put randomness in IDs (ugd60).
+#[cfg(feature = "os-random")]
 pub fn os_random() -> u64 {
     rand::random()
+}
+
+/// Random bits from std's randomly keyed hasher (keys from the operating system, a fresh key
+/// each call): the default of [`crate::layout::LayoutParams`] in builds without `os-random`,
+/// which format and decode IDs and never issue them.
+#[cfg(not(feature = "os-random"))]
+pub fn os_random() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish()
 }
 
 pub trait Clock: Send + Sync + std::fmt::Debug {

@@ -207,7 +207,8 @@ pub fn parse_response_header(buf: &[u8]) -> Result<Option<ResponseHeader>, Strin
 }
 
 /// The body of a describe answer: the layout, its width, its default text form and the
-/// parameters that shape its IDs (JSON).
+/// parameters that shape its IDs (JSON; feature `json`).
+#[cfg(feature = "json")]
 pub fn describe(layout: &dyn crate::layout::Layout, params: &[(String, String)]) -> Vec<u8> {
     let params: serde_json::Map<String, serde_json::Value> = params
         .iter()

@@ -16,11 +16,12 @@ use super::planted::PlantedBug;
 use super::protocol::{self, Claim, MarkStore, Outcome, Protocol, StoreError, Stored, Timing};
 use super::statefile::StateFile;
 use super::stop::Stop;
-use super::{Issued, LeaseError, LeaseHandle};
+use crate::handle::{LeaseError, LeaseHandle};
 use crate::metrics::LeaseMetrics;
 use crate::repeated::Repeated;
 use crate::retry::Backoff;
 use idcar_core::clock::Clock;
+use idcar_core::generator::Issued;
 use idcar_core::layout::Scheme;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -193,7 +194,7 @@ pub fn start(
         metrics,
         cfg.timing,
         cfg.planted,
-        super::Part::default(),
+        crate::part::Part::default(),
         "starting",
     );
     let (release_tx, release_rx) = oneshot::channel();
@@ -263,8 +264,9 @@ async fn maintain(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{LeaseState, Window};
+    use crate::handle::LeaseState;
     use idcar_core::clock::ManualClock;
+    use idcar_core::generator::Window;
     use idcar_core::layout::{by_name, LayoutParams};
 
     fn setup(dir: &std::path::Path, wait: Duration) -> (LocalConfig, Scheme) {

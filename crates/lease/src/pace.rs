@@ -21,8 +21,8 @@
 //! (`idcar_lease_renewals_late_total`, logged, alerted on) — the warning an operator gets
 //! before IDs stop.
 
-use super::Timing;
 use crate::metrics::LeaseMetrics;
+use crate::timing::Timing;
 use std::time::Duration;
 
 /// The renewal schedule of one hold.

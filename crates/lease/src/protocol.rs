@@ -60,11 +60,11 @@
 //!   reads `marks/N`; etcd puts `slots/N` and reads `marks/N` in one transaction).
 
 pub use super::store::{Claim, MarkStore, Recheck, StoreError, Stored};
-pub use super::Timing;
+pub use crate::timing::Timing;
 
 use super::planted::PlantedBug;
 use super::stop::Stop;
-use super::Window;
+use idcar_core::generator::Window;
 use std::future::Future;
 use std::time::Duration;
 

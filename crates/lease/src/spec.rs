@@ -3,10 +3,10 @@
 //! pool's report ([`StoreSpec::report`]). A program that negotiates slots names the store
 //! once, here; nothing outside this crate matches on which store it is.
 
+use crate::handle::LeaseHandle;
 use crate::metrics::LeaseMetrics;
 use crate::pool::report::ClusterReport;
 use crate::pool::PoolConfig;
-use crate::LeaseHandle;
 use idcar_core::clock::Clock;
 use idcar_core::layout::Scheme;
 use std::sync::Arc;

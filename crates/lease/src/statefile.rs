@@ -36,7 +36,7 @@
 //! a new file over the path, which would silently replace a link instead of writing where it
 //! points, so a link is refused with a clear error instead.
 
-use super::LeaseError;
+use crate::handle::LeaseError;
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write;

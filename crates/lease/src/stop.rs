@@ -2,7 +2,7 @@
 //! release or when the store's session ends (ZooKeeper's; a state file has none). One helper,
 //! so no wait can forget either.
 
-use super::Issued;
+use idcar_core::generator::Issued;
 use std::future::Future;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;

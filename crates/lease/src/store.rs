@@ -49,7 +49,7 @@ pub enum StoreError {
 /// What a store does for one slot: the seam between [`hold`] and where marks are kept.
 ///
 /// A new store implements this (one file) and adds one line to the conformance suite
-/// (`crates/lease/tests/lease_conformance.rs`). How a store hands out slots (a static one, a queue, probes)
+/// (`crates/lease/tests/lease_conformance/`). How a store hands out slots (a static one, a queue, probes)
 /// is not part of it: its caller claims, builds a [`Claim`] and runs [`hold`].
 pub trait MarkStore: Send + Sync {
     /// What changes with every write of a mark, for compare-and-set.

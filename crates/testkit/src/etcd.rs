@@ -97,41 +97,59 @@ impl<R: Release> Etcd<R> {
     }
 
     fn start_in(tmp: tempfile::TempDir, n: usize, certs: Option<PathBuf>, cca: bool) -> Self {
-        // Every port held until all are chosen: no two members share one.
+        let mut e = Etcd {
+            token: format!("idcar-test-{}", tmp.path().display()),
+            tmp,
+            members: Vec::new(),
+            certs,
+            client_cert_auth: cca,
+            release: PhantomData,
+        };
+        // A port chosen free may be taken by another test before a member binds it: then the
+        // members start again on other ports, in directories of their own.
+        for attempt in 0..3 {
+            e.choose_ports(n, attempt);
+            for i in 0..n {
+                e.launch(i);
+            }
+            match (0..n).try_for_each(|i| e.wait_healthy(i, Duration::from_secs(60))) {
+                Ok(()) => return e,
+                Err(err) if err.contains("another process") && attempt < 2 => {
+                    for i in 0..n {
+                        e.kill(i);
+                    }
+                }
+                Err(err) => {
+                    let logs: Vec<String> = (0..n)
+                        .map(|k| format!("--- member {k}:\n{}", e.log_tail(k)))
+                        .collect();
+                    panic!("etcd ({} release): {err}\n{}", R::WHICH, logs.join("\n"));
+                }
+            }
+        }
+        unreachable!("the last attempt returns or panics")
+    }
+
+    /// New members on ports free now (every one held until all are chosen, so no two members
+    /// share one), in directories of attempt `attempt`.
+    fn choose_ports(&mut self, n: usize, attempt: usize) {
         let held: Vec<std::net::TcpListener> = (0..2 * n)
             .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
             .collect();
         let port = |k: usize| held[k].local_addr().unwrap().port();
-        let members = (0..n)
+        let base = match attempt {
+            0 => self.tmp.path().to_path_buf(),
+            a => self.tmp.path().join(format!("again{a}")),
+        };
+        self.members = (0..n)
             .map(|i| Member {
                 name: format!("m{i}"),
-                dir: tmp.path().join(format!("m{i}")),
+                dir: base.join(format!("m{i}")),
                 client_port: port(2 * i),
                 peer_port: port(2 * i + 1),
                 child: None,
             })
             .collect();
-        drop(held);
-        let mut e = Etcd {
-            token: format!("idcar-test-{}", tmp.path().display()),
-            tmp,
-            members,
-            certs,
-            client_cert_auth: cca,
-            release: PhantomData,
-        };
-        for i in 0..n {
-            e.launch(i);
-        }
-        for i in 0..n {
-            if let Err(err) = e.wait_healthy(i, Duration::from_secs(60)) {
-                let logs: Vec<String> = (0..n)
-                    .map(|k| format!("--- member {k}:\n{}", e.log_tail(k)))
-                    .collect();
-                panic!("etcd ({} release): {err}\n{}", R::WHICH, logs.join("\n"));
-            }
-        }
-        e
     }
 
     fn scheme(&self) -> &'static str {
@@ -233,9 +251,17 @@ impl<R: Release> Etcd<R> {
 
     fn wait_healthy(&self, i: usize, limit: Duration) -> Result<(), String> {
         let deadline = Instant::now() + limit;
+        let port = self.members[i].client_port;
         loop {
             match self.etcdctl(i, &["endpoint", "health"]) {
-                Ok(_) => return Ok(()),
+                Ok(_) => match self.pid(i) {
+                    Some(pid) if !crate::listens(pid, port) => {
+                        return Err(format!(
+                            "etcd member {i}'s port {port} is answered by another process"
+                        ))
+                    }
+                    _ => return Ok(()),
+                },
                 Err(e) if Instant::now() > deadline => {
                     return Err(format!("etcd member {i} not healthy: {e}"))
                 }

@@ -34,6 +34,35 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// Whether process `pid` holds the socket listening on TCP `port` (IPv4 or IPv6): a server
+/// that answers on its port may be another test's that took the port first (a port is free
+/// only until someone binds it), and a test must never share another's store.
+pub fn listens(pid: i32, port: u16) -> bool {
+    let inodes: Vec<String> = ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .filter_map(|f| std::fs::read_to_string(f).ok())
+        .flat_map(|table| {
+            table
+                .lines()
+                .skip(1)
+                .filter_map(|l| {
+                    let cols: Vec<&str> = l.split_whitespace().collect();
+                    let local_port = cols.get(1)?.rsplit(':').next()?;
+                    let listening = *cols.get(3)? == "0A";
+                    let inode = cols.get(9)?;
+                    (listening && u16::from_str_radix(local_port, 16).ok()? == port)
+                        .then(|| format!("socket:[{inode}]"))
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .any(|link| inodes.iter().any(|i| link.to_string_lossy() == i.as_str()))
+}
+
 /// The repository's root.
 pub fn repo() -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
@@ -88,4 +117,17 @@ pub fn run_tool(cmd: &mut Command, limit: Duration) -> (bool, String) {
     let text = std::fs::read_to_string(&out).unwrap_or_default()
         + &std::fs::read_to_string(&err).unwrap_or_default();
     (status.success(), text)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_listener_is_known_by_its_process() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let me = std::process::id() as i32;
+        assert!(super::listens(me, port));
+        drop(l);
+        assert!(!super::listens(me, port));
+    }
 }

@@ -208,7 +208,8 @@ impl<R: Release> Zk<R> {
     }
 
     fn wait_serving(&self, i: usize) -> Result<String, String> {
-        bash::<R>("zk_wait \"$1\" 30", &[&self.servers[i].port.to_string()]).map_err(|e| {
+        let port = self.servers[i].port;
+        let mode = bash::<R>("zk_wait \"$1\" 30", &[&port.to_string()]).map_err(|e| {
             let log = std::fs::read_to_string(self.servers[i].dir.join("zookeeper.log"))
                 .unwrap_or_default();
             let tail: Vec<&str> = log.lines().rev().take(20).collect();
@@ -216,7 +217,13 @@ impl<R: Release> Zk<R> {
                 "{e}\n{}",
                 tail.into_iter().rev().collect::<Vec<_>>().join("\n")
             )
-        })
+        })?;
+        match self.servers[i].pid {
+            Some(pid) if !crate::listens(pid, port) => Err(format!(
+                "port {port} is answered by another server than ours (another test's?)"
+            )),
+            _ => Ok(mode),
+        }
     }
 
     /// `host:port,...` for every server.

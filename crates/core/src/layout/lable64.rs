@@ -16,7 +16,7 @@
 use super::{
     be_u64, BuildError, Layout, LayoutError, Param, RequestOptions, Run, Scheme, TextForm,
 };
-use serde_json::{Map, Value};
+use super::Decoded;
 
 const TIME_BITS: u32 = 42;
 const SEQ_SHIFT: u32 = 16;
@@ -237,20 +237,17 @@ impl Layout for Lable64 {
         Ok(id.to_be_bytes().to_vec())
     }
 
-    fn decode(&self, id: &[u8]) -> Result<Map<String, Value>, LayoutError> {
+    fn decode(&self, id: &[u8]) -> Result<Decoded, LayoutError> {
         let raw = be_u64(id)?;
         let f = Fields::unpack(raw)?;
-        let mut m = Map::new();
-        m.insert("layout".into(), "lable64".into());
-        m.insert("id".into(), format!("{raw:016x}").into());
-        m.insert("timestamp_ms".into(), f.timestamp_ms.into());
-        m.insert("sequence".into(), f.sequence.into());
-        m.insert("generator".into(), f.generator.into());
-        m.insert("cluster".into(), f.cluster.into());
-        m.insert(
-            "time".into(),
-            super::rfc3339_millis(f.timestamp_ms.saturating_mul(1_000_000)).into(),
-        );
+        let mut m = Decoded::new();
+        m.push("layout", "lable64");
+        m.push("id", format!("{raw:016x}"));
+        m.push("timestamp_ms", f.timestamp_ms);
+        m.push("sequence", f.sequence);
+        m.push("generator", f.generator);
+        m.push("cluster", f.cluster);
+        m.push("time", super::rfc3339_millis(f.timestamp_ms.saturating_mul(1_000_000)));
         Ok(m)
     }
 }
@@ -380,7 +377,7 @@ mod tests {
         }
         .pack()
         .unwrap();
-        let m = l.decode(&id.to_be_bytes()).unwrap();
+        let m = l.decode(&id.to_be_bytes()).unwrap().to_map();
         assert_eq!(m["timestamp_ms"], 1_700_000_000_123u64);
         assert_eq!(m["sequence"], 3);
         assert_eq!(m["generator"], 9);

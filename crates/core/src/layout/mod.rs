@@ -24,8 +24,10 @@ macro_rules! registry {
 
 registry!(lable64, ugd60, si53, sno80, muid128, uuid7);
 
+mod decoded;
 mod scheme;
 
+pub use decoded::{Decoded, Value};
 pub use lable64::Lable64;
 pub use muid128::Muid128;
 pub use scheme::Scheme;
@@ -33,8 +35,6 @@ pub use si53::Si53;
 pub use sno80::Sno80;
 pub use ugd60::Ugd60;
 pub use uuid7::Uuid7;
-
-use serde_json::{Map, Value};
 
 /// A contiguous run of IDs from one tick: sequences `seq .. seq + len` of slot `slot`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -228,7 +228,7 @@ pub trait Layout: Send + Sync + std::fmt::Debug {
     /// Parses ID text into its binary form; `form` `None` guesses from the text's shape.
     fn parse(&self, text: &str, form: Option<TextForm>) -> Result<Vec<u8>, LayoutError>;
     /// The fields of one binary ID, named as the seed names them.
-    fn decode(&self, id: &[u8]) -> Result<Map<String, Value>, LayoutError>;
+    fn decode(&self, id: &[u8]) -> Result<Decoded, LayoutError>;
 }
 
 /// Every layout name idcar knows, in the order the CLI lists them.
@@ -276,7 +276,58 @@ pub fn entry(name: &str) -> Option<&'static Entry> {
     LAYOUTS.iter().find(|e| e.name == name)
 }
 
+impl Param {
+    pub const ALL: [Param; 6] = [
+        Param::Cluster,
+        Param::BaseClock,
+        Param::MidBits,
+        Param::SequenceMin,
+        Param::SequenceMax,
+        Param::MedallionBase,
+    ];
+
+    /// The parameter's name in a describe answer and a pool's record: the flag that sets it,
+    /// without its dashes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Param::Cluster => "cluster-id",
+            Param::BaseClock => "base-clock",
+            Param::MidBits => "mid-bits",
+            Param::SequenceMin => "sequence-min",
+            Param::SequenceMax => "sequence-max",
+            Param::MedallionBase => "medallion-base",
+        }
+    }
+
+    /// The parameter called `name` (see [`Param::name`]).
+    pub fn from_name(name: &str) -> Option<Param> {
+        Param::ALL.into_iter().find(|p| p.name() == name)
+    }
+}
+
 impl LayoutParams {
+    /// Sets `p` from its text, as [`LayoutParams::value`] writes it (a number; medallion-base
+    /// in hex with `0x` too). Whether the layout can use the value is the layout's to say when
+    /// it is built.
+    pub fn set(&mut self, p: Param, text: &str) -> Result<(), String> {
+        let bad = || format!("{} {text:?} is not a number in range", p.name());
+        match p {
+            Param::Cluster => self.cluster = text.parse().map_err(|_| bad())?,
+            Param::BaseClock => self.base_clock_ms = text.parse().map_err(|_| bad())?,
+            Param::MidBits => self.mid_bits = text.parse().map_err(|_| bad())?,
+            Param::SequenceMin => self.sequence_min = text.parse().map_err(|_| bad())?,
+            Param::SequenceMax => self.sequence_max = text.parse().map_err(|_| bad())?,
+            Param::MedallionBase => {
+                self.medallion_base = match text.strip_prefix("0x") {
+                    Some(hex) => u64::from_str_radix(hex, 16),
+                    None => text.parse(),
+                }
+                .map_err(|_| bad())?
+            }
+        }
+        Ok(())
+    }
+
     /// The value of `p`, as text (for records and messages).
     pub fn value(&self, p: Param) -> String {
         match p {
@@ -310,7 +361,7 @@ pub struct LayoutParams {
     /// muid128's first medallion (slot N is `medallion_base + N`).
     pub medallion_base: u64,
     /// Random bits for layouts that put randomness in IDs (ugd60), injected so layouts stay
-    /// pure: [`crate::clock::os_random`] in production, anything repeatable in tests.
+    /// pure: [`crate::clock::os_random`] by default, anything repeatable in tests.
     pub entropy: fn() -> u64,
 }
 
@@ -459,4 +510,34 @@ pub fn seconds_left(scheme: &Scheme, now_unix_ns: u64) -> f64 {
 /// When `scheme`'s time field runs out, as RFC 3339 text (to the millisecond).
 pub fn end_date(scheme: &Scheme) -> String {
     rfc3339_millis(scheme.end_unix_ns())
+}
+
+#[cfg(test)]
+mod param_tests {
+    use super::*;
+
+    #[test]
+    fn parameters_read_back_what_they_write() {
+        let mut p = LayoutParams {
+            cluster: 7,
+            base_clock_ms: 1_600_000_000_000,
+            mid_bits: 9,
+            sequence_min: 10,
+            sequence_max: 20,
+            medallion_base: 0xabc_0000_0000,
+            ..LayoutParams::default()
+        };
+        let written: Vec<(Param, String)> = Param::ALL.iter().map(|x| (*x, p.value(*x))).collect();
+        let mut back = LayoutParams::default();
+        for (x, text) in &written {
+            assert_eq!(Param::from_name(x.name()), Some(*x));
+            back.set(*x, text).unwrap();
+        }
+        for (x, text) in &written {
+            assert_eq!(&back.value(*x), text, "{}", x.name());
+        }
+        assert!(p.set(Param::MidBits, "x").is_err());
+        assert!(p.set(Param::Cluster, "256").is_err());
+        assert_eq!(Param::from_name("nope"), None);
+    }
 }

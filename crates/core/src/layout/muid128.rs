@@ -43,7 +43,7 @@
 //!   does) and refuses the rest.
 
 use super::{BuildError, Layout, LayoutError, Param, RequestOptions, Run, Scheme, TextForm};
-use serde_json::{Map, Value};
+use super::Decoded;
 use std::fmt::Write;
 
 const WIDTH: usize = 16;
@@ -212,7 +212,7 @@ pub const ENTRY: super::Entry = super::Entry {
     name: "muid128",
     params: &[Param::MedallionBase],
     build: |p| {
-        if !p.medallion_base.is_multiple_of(1 << 32) {
+        if p.medallion_base % (1 << 32) != 0 {
             return Err(BuildError::param(
                 Param::MedallionBase,
                 format!(
@@ -346,21 +346,18 @@ impl Layout for Muid128 {
         Ok(v.to_be_bytes().to_vec())
     }
 
-    fn decode(&self, id: &[u8]) -> Result<Map<String, Value>, LayoutError> {
+    fn decode(&self, id: &[u8]) -> Result<Decoded, LayoutError> {
         let v = super::be_u128(id)?;
         let f = Fields::unpack(v);
         let time = std::time::UNIX_EPOCH + std::time::Duration::from_micros(f.timestamp);
-        let mut m = Map::new();
-        m.insert("layout".into(), "muid128".into());
-        m.insert("id".into(), to_text(v).into());
-        m.insert("packed_hex".into(), format!("{v:032x}").into());
-        m.insert("timestamp".into(), f.timestamp.into());
-        m.insert("medallion".into(), f.medallion.into());
-        m.insert("offset".into(), f.offset.into());
-        m.insert(
-            "time".into(),
-            humantime::format_rfc3339_micros(time).to_string().into(),
-        );
+        let mut m = Decoded::new();
+        m.push("layout", "muid128");
+        m.push("id", to_text(v));
+        m.push("packed_hex", format!("{v:032x}"));
+        m.push("timestamp", f.timestamp);
+        m.push("medallion", f.medallion);
+        m.push("offset", f.offset);
+        m.push("time", humantime::format_rfc3339_micros(time).to_string());
         Ok(m)
     }
 }

@@ -19,7 +19,7 @@
 use super::{
     be_u64, BuildError, Layout, LayoutError, Param, RequestOptions, Run, Scheme, TextForm,
 };
-use serde_json::{Map, Value};
+use super::Decoded;
 
 /// The largest safe JavaScript integer.
 pub const MAX_SAFE: u64 = (1 << 53) - 1;
@@ -192,22 +192,19 @@ impl Layout for Si53 {
         Ok(v.to_be_bytes().to_vec())
     }
 
-    fn decode(&self, id: &[u8]) -> Result<Map<String, Value>, LayoutError> {
+    fn decode(&self, id: &[u8]) -> Result<Decoded, LayoutError> {
         let v = be_u64(id)?;
         let (mab, mid, uin) = self.unpack(v)?;
         let ms = self.base_ms + mab;
-        let mut m = Map::new();
-        m.insert("layout".into(), "si53".into());
-        m.insert("id".into(), v.into());
-        m.insert("MAB".into(), mab.into());
-        m.insert("MID".into(), mid.into());
-        m.insert("UIN".into(), uin.into());
-        m.insert("base_clock".into(), self.base_ms.into());
-        m.insert("timestamp_ms".into(), ms.into());
-        m.insert(
-            "time".into(),
-            super::rfc3339_millis(ms.saturating_mul(1_000_000)).into(),
-        );
+        let mut m = Decoded::new();
+        m.push("layout", "si53");
+        m.push("id", v);
+        m.push("MAB", mab);
+        m.push("MID", mid);
+        m.push("UIN", uin);
+        m.push("base_clock", self.base_ms);
+        m.push("timestamp_ms", ms);
+        m.push("time", super::rfc3339_millis(ms.saturating_mul(1_000_000)));
         Ok(m)
     }
 }

@@ -35,7 +35,7 @@
 
 use super::{BuildError, Layout, LayoutError, Param, RequestOptions, Run, Scheme, TextForm};
 use super::NOT_B32;
-use serde_json::{Map, Value};
+use super::Decoded;
 
 /// 2010-01-01T00:00:00Z in Unix seconds: the reference's epoch.
 pub const EPOCH_UNIX_S: u64 = 1_262_304_000;
@@ -318,26 +318,23 @@ impl Layout for Sno80 {
         Ok(id.to_vec())
     }
 
-    fn decode(&self, id: &[u8]) -> Result<Map<String, Value>, LayoutError> {
+    fn decode(&self, id: &[u8]) -> Result<Decoded, LayoutError> {
         let id = id_of(id)?;
         let f = Fields::unpack(&id);
         let mut bytes_hex = String::with_capacity(2 * WIDTH);
         to_hex(&id, &mut bytes_hex);
-        let mut m = Map::new();
-        m.insert("layout".into(), "sno80".into());
-        m.insert("id".into(), to_b32(&id).into());
-        m.insert("bytes_hex".into(), bytes_hex.into());
-        m.insert("units".into(), f.units.into());
-        m.insert("tick".into(), f.tick.into());
-        m.insert("meta".into(), f.meta.into());
-        m.insert("partition".into(), f.partition.into());
-        m.insert(
-            "partition_bytes_hex".into(),
-            format!("{:04x}", f.partition).into(),
-        );
-        m.insert("sequence".into(), f.sequence.into());
-        m.insert("unix_ms".into(), (f.unix_ns() / 1_000_000).into());
-        m.insert("time".into(), super::rfc3339_millis(f.unix_ns()).into());
+        let mut m = Decoded::new();
+        m.push("layout", "sno80");
+        m.push("id", to_b32(&id));
+        m.push("bytes_hex", bytes_hex);
+        m.push("units", f.units);
+        m.push("tick", f.tick);
+        m.push("meta", f.meta);
+        m.push("partition", f.partition);
+        m.push("partition_bytes_hex", format!("{:04x}", f.partition));
+        m.push("sequence", f.sequence);
+        m.push("unix_ms", f.unix_ns() / 1_000_000);
+        m.push("time", super::rfc3339_millis(f.unix_ns()));
         Ok(m)
     }
 }

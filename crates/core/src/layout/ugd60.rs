@@ -16,7 +16,7 @@
 //! renewed in the background, and fenced by its time mark (see the README).
 
 use super::{be_u64, Layout, LayoutError, RequestOptions, Run, Scheme, TextForm};
-use serde_json::{Map, Value};
+use super::Decoded;
 
 const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 /// 2018-03-01T00:00:00Z in Unix seconds.
@@ -219,22 +219,19 @@ impl Layout for Ugd60 {
         Ok(v.to_be_bytes().to_vec())
     }
 
-    fn decode(&self, id: &[u8]) -> Result<Map<String, Value>, LayoutError> {
+    fn decode(&self, id: &[u8]) -> Result<Decoded, LayoutError> {
         let v = value_of(id)?;
         let f = Fields::unpack(v);
         let unix_s = EPOCH_S + u64::from(f.timestamp_s);
-        let mut m = Map::new();
-        m.insert("layout".into(), "ugd60".into());
-        m.insert("id".into(), to_display(v).into());
-        m.insert("storage_hex".into(), format!("{v:015x}").into());
-        m.insert("timestamp_s".into(), f.timestamp_s.into());
-        m.insert("worker".into(), f.worker.into());
-        m.insert("seq".into(), f.seq.into());
-        m.insert("random".into(), f.random.into());
-        m.insert(
-            "time".into(),
-            super::rfc3339_millis(unix_s.saturating_mul(1_000_000_000)).into(),
-        );
+        let mut m = Decoded::new();
+        m.push("layout", "ugd60");
+        m.push("id", to_display(v));
+        m.push("storage_hex", format!("{v:015x}"));
+        m.push("timestamp_s", f.timestamp_s);
+        m.push("worker", f.worker);
+        m.push("seq", f.seq);
+        m.push("random", f.random);
+        m.push("time", super::rfc3339_millis(unix_s.saturating_mul(1_000_000_000)));
         Ok(m)
     }
 }

@@ -55,7 +55,7 @@
 mod text;
 
 use super::{BuildError, Layout, LayoutError, Param, RequestOptions, Run, Scheme, TextForm};
-use serde_json::{Map, Value};
+use super::Decoded;
 use text::{parse_canonical, parse_ulid, write_canonical};
 pub use text::{to_text, to_ulid};
 
@@ -331,7 +331,7 @@ impl Layout for Uuid7 {
         Ok(require_v7(v)?.to_be_bytes().to_vec())
     }
 
-    fn decode(&self, id: &[u8]) -> Result<Map<String, Value>, LayoutError> {
+    fn decode(&self, id: &[u8]) -> Result<Decoded, LayoutError> {
         let v = require_v7(super::be_u128(id)?)?;
         let ms = (v >> 80) as u64;
         if ms > LAST_DECODED_MS {
@@ -342,25 +342,22 @@ impl Layout for Uuid7 {
             });
         }
         let time = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
-        let mut m = Map::new();
-        m.insert("layout".into(), "uuid7".into());
-        m.insert("id".into(), to_text(v).into());
-        m.insert("hex".into(), format!("{v:032x}").into());
-        m.insert("unix_ts_ms".into(), ms.into());
-        m.insert(
-            "time".into(),
-            humantime::format_rfc3339_millis(time).to_string().into(),
-        );
+        let mut m = Decoded::new();
+        m.push("layout", "uuid7");
+        m.push("id", to_text(v));
+        m.push("hex", format!("{v:032x}"));
+        m.push("unix_ts_ms", ms);
+        m.push("time", humantime::format_rfc3339_millis(time).to_string());
         match Fields::unpack(v) {
             Some(f) => {
-                m.insert("issuer".into(), "idcar".into());
-                m.insert("counter".into(), f.counter.into());
-                m.insert("cluster".into(), f.cluster.into());
-                m.insert("slot".into(), f.slot.into());
-                m.insert("random".into(), f.random.into());
+                m.push("issuer", "idcar");
+                m.push("counter", f.counter);
+                m.push("cluster", f.cluster);
+                m.push("slot", f.slot);
+                m.push("random", f.random);
             }
             None => {
-                m.insert("issuer".into(), "other".into());
+                m.push("issuer", "other");
             }
         }
         Ok(m)

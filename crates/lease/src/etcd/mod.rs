@@ -51,9 +51,9 @@ pub use marks::EtcdMarks;
 
 use handle::EtcdSession;
 
+use crate::handle::LeaseHandle;
 use crate::metrics::LeaseMetrics;
 use crate::pool::{self as negotiation, Fault, Negotiation, PoolConfig, Store};
-use crate::LeaseHandle;
 use idcar_core::clock::Clock;
 use idcar_core::layout::Scheme;
 use std::sync::Arc;
@@ -98,6 +98,11 @@ impl Store for EtcdStore {
 
     async fn open(&self, neg: &Negotiation) -> Result<EtcdSession, Fault> {
         let (etcd, lease, ttl) = session::open(&self.0).await?;
+        tracing::info!(
+            lease = format!("{lease:#x}"),
+            ttl_s = ttl.as_secs(),
+            "etcd lease granted"
+        );
         Ok(EtcdSession::new(etcd, lease, ttl, neg.paths.clone()))
     }
 

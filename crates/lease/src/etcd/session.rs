@@ -8,10 +8,11 @@ use super::leases::Keeper;
 use super::ops::{absent, cmp, delete, get, put, range_kvs};
 use super::{call_timeout, pool, EtcdConfig};
 use crate::identity::{self, Record};
-use crate::pool::tree::parse_mark_and_token;
+use crate::pool::tree::{parse_mark_and_token, Paths};
 use crate::pool::{Negotiation, Recorded};
 use crate::repeated::Repeated;
 use idcar_etcd_api::etcdserverpb as rpc;
+use idcar_etcd_api::mvccpb::KeyValue;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -77,7 +78,6 @@ pub(crate) async fn join_or_record(
     session: &EtcdSession,
     params: &Recorded,
 ) -> Result<Option<Record>, EtcdError> {
-    use idcar_etcd_api::etcdserverpb::compare::{CompareTarget, TargetUnion};
     let (etcd, paths) = (&session.etcd, &session.paths);
     let (created, modified) = (params.creation, params.version);
     let id = identity::id_of(created, modified);
@@ -108,12 +108,7 @@ pub(crate) async fn join_or_record(
         {
             return Ok(Some(newer));
         }
-        let mut marks = pool::under(etcd, &paths.marks(), false).await?;
-        marks.extend(pool::under(etcd, &paths.witnesses(), false).await?);
-        let highest = marks
-            .iter()
-            .map(|kv| parse_mark_and_token(&kv.value).map_or(0, |(m, _)| m))
-            .max();
+        let highest = highest_mark(etcd, paths).await?;
         let used = highest.is_some() || !older.is_empty();
         let not_before =
             identity::floor_over(used, highest.unwrap_or(0), neg.proto.horizon_ahead());
@@ -123,23 +118,7 @@ pub(crate) async fn join_or_record(
             pool_size: neg.cfg.pool_size,
             recorded_ms: neg.proto.clock.now_unix_ns() / 1_000_000,
         };
-        let req = rpc::TxnRequest {
-            compare: vec![
-                cmp(
-                    &params,
-                    CompareTarget::Create,
-                    TargetUnion::CreateRevision(created),
-                ),
-                cmp(
-                    &params,
-                    CompareTarget::Mod,
-                    TargetUnion::ModRevision(modified),
-                ),
-                absent(&key),
-            ],
-            success: vec![put(&key, rec.to_json(), 0)],
-            failure: vec![get(&params)],
-        };
+        let req = record_if_params_are(&params, (created, modified), &key, &rec);
         let r = etcd.txn("recording the pool's identity", req).await?;
         if !r.succeeded {
             let now = range_kvs(&r, 0)
@@ -150,18 +129,7 @@ pub(crate) async fn join_or_record(
             }
             continue;
         }
-        // Older identities' records go (their holders are fenced by `params` already).
-        for old in older {
-            if old.key != key.as_bytes() {
-                let old = String::from_utf8_lossy(&old.key).into_owned();
-                let req = rpc::TxnRequest {
-                    compare: vec![],
-                    success: vec![delete(&old)],
-                    failure: vec![],
-                };
-                let _ = etcd.txn("deleting an old identity record", req).await;
-            }
-        }
+        delete_older(etcd, older, &key).await;
         tracing::info!(
             identity = %id,
             not_before,
@@ -173,4 +141,57 @@ pub(crate) async fn join_or_record(
     Err(EtcdError::Unavailable(format!(
         "{key} keeps appearing and vanishing"
     )))
+}
+
+/// The highest mark (or witness) in the pool, if any.
+async fn highest_mark(etcd: &Etcd, paths: &Paths) -> Result<Option<u64>, EtcdError> {
+    let mut marks = pool::under(etcd, &paths.marks(), false).await?;
+    marks.extend(pool::under(etcd, &paths.witnesses(), false).await?);
+    Ok(marks
+        .iter()
+        .map(|kv| parse_mark_and_token(&kv.value).map_or(0, |(m, _)| m))
+        .max())
+}
+
+/// Puts `rec` at `key` if no record is there and `params` is still the recording read
+/// (`(create, mod)` revisions); `params` is read back if not.
+fn record_if_params_are(
+    params: &str,
+    (created, modified): (i64, i64),
+    key: &str,
+    rec: &Record,
+) -> rpc::TxnRequest {
+    use idcar_etcd_api::etcdserverpb::compare::{CompareTarget, TargetUnion};
+    rpc::TxnRequest {
+        compare: vec![
+            cmp(
+                params,
+                CompareTarget::Create,
+                TargetUnion::CreateRevision(created),
+            ),
+            cmp(
+                params,
+                CompareTarget::Mod,
+                TargetUnion::ModRevision(modified),
+            ),
+            absent(key),
+        ],
+        success: vec![put(key, rec.to_json(), 0)],
+        failure: vec![get(params)],
+    }
+}
+
+/// Older identities' records go (their holders are fenced by `params` already): best effort.
+async fn delete_older(etcd: &Etcd, older: Vec<KeyValue>, key: &str) {
+    for old in older {
+        if old.key != key.as_bytes() {
+            let old = String::from_utf8_lossy(&old.key).into_owned();
+            let req = rpc::TxnRequest {
+                compare: vec![],
+                success: vec![delete(&old)],
+                failure: vec![],
+            };
+            let _ = etcd.txn("deleting an old identity record", req).await;
+        }
+    }
 }

@@ -44,14 +44,6 @@ impl Session for EtcdSession {
     /// Our queue key and its create revision.
     type Place = (String, i64);
 
-    fn announce(&self) {
-        tracing::info!(
-            lease = format!("{:#x}", self.lease),
-            ttl_s = self.ttl.as_secs(),
-            "etcd lease granted"
-        );
-    }
-
     fn owner_id(&self) -> String {
         format!("{:#x}", self.lease)
     }
@@ -80,12 +72,11 @@ impl Session for EtcdSession {
         tokio::spawn(super::demand::follow_demand(etcd, paths, tx))
     }
 
-    async fn want(&self, _neg: &Negotiation) {
-        self.want_slot().await;
-    }
-
-    async fn unwant(&self, _neg: &Negotiation) {
-        self.unwant_slot().await;
+    async fn want(&self, _neg: &Negotiation, wanted: bool) {
+        match wanted {
+            true => self.want_slot().await,
+            false => self.unwant_slot().await,
+        }
     }
 
     fn looker(&self, neg: &Negotiation) -> Box<dyn FnMut() -> Look + Send> {
@@ -125,12 +116,13 @@ impl Session for EtcdSession {
         Ok(rec)
     }
 
+    #[cfg(feature = "fault-injection")]
     fn unfenced(&mut self, recorded: &Recorded) {
         self.params_revision = recorded.version;
         self.params_created = 0;
     }
 
-    fn marks(&self, _neg: &Negotiation, witness: bool) -> EtcdMarks {
+    fn marks(&self, neg: &Negotiation) -> EtcdMarks {
         EtcdMarks {
             etcd: self.etcd.clone(),
             paths: self.paths.clone(),
@@ -142,7 +134,7 @@ impl Session for EtcdSession {
                     self.params_revision,
                 )
             }),
-            witness,
+            witness: neg.proto.keeps_witness(),
         }
     }
 

@@ -127,7 +127,7 @@ async fn claim<S: Session>(
         let result = probe_slot(neg, session, marks, prefer, &owner, history, &mut wanted).await;
         p.metrics.set_pool_exhausted(p.part.index, false);
         if wanted {
-            session.unwant(neg).await;
+            session.want(neg, false).await;
         }
         return result;
     }
@@ -148,7 +148,7 @@ async fn claim<S: Session>(
     .await;
     p.metrics.set_pool_exhausted(p.part.index, false);
     if wanted {
-        session.unwant(neg).await;
+        session.want(neg, false).await;
     }
     if result.is_ok() {
         // Before the next of our parts can reach the head: it is a spare from now on.
@@ -321,7 +321,7 @@ async fn take_slot<S: Session>(
 /// first (a holder's crash included) is taken soon after its session ends.
 async fn want<S: Session>(neg: &Negotiation, session: &S, wanted: &mut bool) {
     if !std::mem::replace(wanted, true) {
-        session.want(neg).await;
+        session.want(neg, true).await;
     }
 }
 

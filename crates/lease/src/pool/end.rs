@@ -2,9 +2,9 @@
 //! negotiation's parts hand each other when a store's session, a claim or an agreement is over.
 
 use super::Fault;
+use crate::handle::LeaseError;
 use crate::protocol::{MarkStore, Stored};
 use crate::stop::Interrupted;
-use crate::LeaseError;
 
 /// How one session ended.
 pub(crate) enum End {

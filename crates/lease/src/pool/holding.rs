@@ -23,7 +23,7 @@ pub(crate) struct Across {
 
 impl Across {
     /// Before the first session: `prefer` first, generations counted from the part's own.
-    pub(crate) fn new(prefer: Option<u32>, part: &super::Part) -> Across {
+    pub(crate) fn new(prefer: Option<u32>, part: &crate::part::Part) -> Across {
         Across {
             prefer,
             generation: part.first_generation(),

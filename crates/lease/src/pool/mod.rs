@@ -17,7 +17,7 @@
 //!
 //! A new store implements [`Store`] and [`Session`] here and
 //! [`MarkStore`](crate::store::MarkStore) for its marks, and adds one line to each of
-//! the conformance suites: `conformance!` in `crates/lease/tests/lease_conformance.rs` (the protocol) and
+//! the conformance suites: `conformance!` in `crates/lease/tests/lease_conformance/` (the protocol) and
 //! `negotiation!` in `crates/lease/tests/negotiation.rs` (the negotiation).
 
 pub(crate) mod claim;
@@ -38,8 +38,9 @@ use super::planted::PlantedBug;
 use super::protocol::{Protocol, Timing};
 use super::stop::Stop;
 use super::store::{MarkStore, Stored};
-use super::{LeaseHandle, Part};
+use crate::handle::LeaseHandle;
 use crate::metrics::LeaseMetrics;
+use crate::part::Part;
 use end::End;
 use idcar_core::clock::Clock;
 use idcar_core::layout::Scheme;
@@ -141,7 +142,8 @@ pub(crate) trait Store: Send + Sync + 'static {
     /// store answers).
     const RETRY_AT_MOST: Duration;
 
-    /// Opens a session in `neg`'s namespace, credential and certificate files read again now.
+    /// Opens a session in `neg`'s namespace, credential and certificate files read again now,
+    /// and logs it (its id, the TTL granted, ...).
     fn open(&self, neg: &Negotiation) -> impl Future<Output = Result<Self::Session, Fault>> + Send;
 
     /// What the operator should check after the store refused `what`.
@@ -168,9 +170,6 @@ pub(crate) trait Session: Send + Sync + Sized + 'static {
     /// A contender's place in the queue.
     type Place: Send + Sync;
 
-    /// Logs that the session is open (its id, the TTL granted, ...).
-    fn announce(&self);
-
     /// The session as owner records name it, in hex.
     fn owner_id(&self) -> String;
 
@@ -184,12 +183,9 @@ pub(crate) trait Session: Send + Sync + Sized + 'static {
     /// task of its own (a watch: nothing is read while nothing changes), until aborted.
     fn demand(&self, neg: &Negotiation, tx: tokio::sync::watch::Sender<bool>) -> JoinHandle<()>;
 
-    /// Says in the store that this session waits for a slot of the exhausted pool (best
-    /// effort), until [`Session::unwant`] or the session's end.
-    fn want(&self, neg: &Negotiation) -> impl Future<Output = ()> + Send;
-
-    /// No longer waits.
-    fn unwant(&self, neg: &Negotiation) -> impl Future<Output = ()> + Send;
+    /// Says in the store whether this session waits for a slot of the exhausted pool (best
+    /// effort; a wait said goes with the session at its end).
+    fn want(&self, neg: &Negotiation, wanted: bool) -> impl Future<Output = ()> + Send;
 
     /// How to look at the pool, again and again, from a task of its own.
     fn looker(&self, neg: &Negotiation) -> Box<dyn FnMut() -> Look + Send>;
@@ -221,13 +217,14 @@ pub(crate) trait Session: Send + Sync + Sized + 'static {
         recorded: &Recorded,
     ) -> impl Future<Output = Result<Option<Record>, Fault>> + Send;
 
-    /// The planted `ignore-pool-identity`: claims checked against `recorded` only, marks
-    /// written unfenced.
+    /// Testing aid: the planted `ignore-pool-identity`, claims checked against `recorded`
+    /// only, marks written unfenced.
+    #[cfg(feature = "fault-injection")]
     fn unfenced(&mut self, recorded: &Recorded);
 
-    /// The marks, fenced as agreed (`witness`: written and read too; off only under a planted
-    /// bug).
-    fn marks(&self, neg: &Negotiation, witness: bool) -> Self::Marks;
+    /// The marks, fenced as agreed, their witness written and read too
+    /// ([`crate::protocol::Protocol::keeps_witness`]).
+    fn marks(&self, neg: &Negotiation) -> Self::Marks;
 
     /// Before a claim: removes what this session's earlier attempts may have left (a queue
     /// entry or a slot whose reply was lost).
@@ -391,7 +388,7 @@ pub(crate) fn start<S: Store>(
         paths: Paths::new(&cfg.root, cfg.layout, cfg.cluster),
         cfg,
         proto,
-        instance: tree::instance_id(),
+        instance: crate::part::instance_id(),
     };
     let (release_tx, release_rx) = tokio::sync::oneshot::channel();
     let task = tokio::spawn(

@@ -2,7 +2,7 @@
 //! one, then by mark (see [`super::claim`]'s module documentation).
 
 use super::{Fault, Marked, Negotiation, Session};
-use crate::LeftBehind;
+use crate::issuance::LeftBehind;
 use std::collections::BTreeSet;
 
 /// What claims remember between attempts, and across sessions.
@@ -221,7 +221,7 @@ mod tests {
         // Slot 7 left by a hold of this instance, its mark (ahead of the clock) still its
         // write: first, before the preferred slot.
         let left = LeftBehind::default();
-        let held = |slot, token, marks: Vec<u64>| crate::Left {
+        let held = |slot, token, marks: Vec<u64>| crate::issuance::Left {
             slot,
             token,
             marks,

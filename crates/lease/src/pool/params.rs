@@ -10,12 +10,13 @@
 
 use super::end::{end_for, End};
 use super::{Fault, Negotiation, Session};
+use crate::handle::LeaseError;
 use crate::identity;
+#[cfg(feature = "fault-injection")]
 use crate::planted::PlantedBug;
 use crate::repeated::Repeated;
 use crate::retry::Backoff;
 use crate::stop::Stop;
-use crate::LeaseError;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -61,6 +62,7 @@ pub(crate) async fn agree<S: Session>(
         if let Some(why) = mismatch(&ours, &recorded.data) {
             return Err(disagree(why));
         }
+        #[cfg(feature = "fault-injection")]
         if neg.proto.planted() == PlantedBug::IgnorePoolIdentity {
             session.unfenced(&recorded);
             return Ok(0);

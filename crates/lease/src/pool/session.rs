@@ -15,10 +15,11 @@ use super::holding::{self, Across};
 use super::order::ClaimHistory;
 use super::spare;
 use super::{params, Fault, Negotiation, Session, Store};
+use crate::handle::LeaseError;
 use crate::repeated::Repeated;
 use crate::retry::Backoff;
 use crate::stop::Stop;
-use crate::{Issued, LeaseError};
+use idcar_core::generator::Issued;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
@@ -82,7 +83,6 @@ pub(crate) async fn run<S: Store>(
                 sessions += 1;
                 store.opened(&p.metrics, sessions);
                 store.state(&p.metrics, part, "connected");
-                session.announce();
                 if let Some(old) = l.old.take() {
                     // Our slots under it go now, not when the store expires it; in the
                     // background, so that the new session is kept meanwhile.
@@ -168,11 +168,10 @@ async fn serve<S: Store>(
         Ok(not_before) => {
             l.agreed_once = true;
             l.history.not_before = not_before;
-            let witness = p.planted() != crate::planted::PlantedBug::NoWriteBack;
             let mut claimant = Claimant {
                 neg,
                 session: &session,
-                marks: session.marks(neg, witness),
+                marks: session.marks(neg),
                 history: &mut l.history,
                 demand: crate::protocol::Demand::new(
                     demand,

@@ -3,8 +3,8 @@
 
 use super::end::End;
 use super::tree::Owner;
+use crate::part::Part;
 use crate::protocol::Protocol;
-use crate::Part;
 use std::future::Future;
 use std::time::Duration;
 
@@ -113,7 +113,7 @@ pub(crate) fn gave_back(
     if !gave.is_cancelled() || !matches!(end, End::SessionGone { .. }) {
         return false;
     }
-    p.pending(crate::GAVE_BACK);
+    p.pending(crate::handle::GAVE_BACK);
     tracing::info!("gave a slot back: an instance holding none waits for one (--slots)");
     true
 }

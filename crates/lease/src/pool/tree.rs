@@ -119,7 +119,7 @@ impl Owner {
         session: String,
         instance: &str,
         pod: Option<&str>,
-        part: &crate::Part,
+        part: &crate::part::Part,
         now_ms: u64,
     ) -> Owner {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -146,16 +146,11 @@ pub(crate) fn owner_record(
     session: String,
     instance: &str,
     pod: Option<&str>,
-    part: &crate::Part,
+    part: &crate::part::Part,
     now_ms: u64,
 ) -> Vec<u8> {
     let o = Owner::for_this_process(session, instance, pod, part, now_ms);
     serde_json::to_vec(&o).expect("owner serialises")
-}
-
-/// A random instance ID, 16 hex digits.
-pub(crate) fn instance_id() -> String {
-    format!("{:016x}", rand::random::<u64>())
 }
 
 /// Parses a slot node's owner data, if it is idcar's and of a format this idcar reads.

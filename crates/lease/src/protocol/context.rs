@@ -1,11 +1,14 @@
 //! The lease's context: what every lease shares (layout, clock, timings, metrics, its part)
 //! and the channel its states are published on, which only the protocol writes.
 
-use super::super::planted::PlantedBug;
-use super::super::{LeaseError, LeaseState, Part, Timing, Window};
+use crate::handle::{LeaseError, LeaseState};
+use crate::issuance::Left;
 use crate::metrics::LeaseMetrics;
-use crate::Left;
+use crate::part::Part;
+use crate::planted::PlantedBug;
+use crate::timing::Timing;
 use idcar_core::clock::Clock;
+use idcar_core::generator::Window;
 use idcar_core::layout::Scheme;
 use std::sync::Arc;
 use std::time::Duration;
@@ -121,5 +124,11 @@ impl Protocol {
         return self.planted;
         #[cfg(not(feature = "fault-injection"))]
         PlantedBug::None
+    }
+
+    /// Whether mark writes keep their witness (a store's marks ask): always, but under the
+    /// planted `no-write-back`.
+    pub(crate) fn keeps_witness(&self) -> bool {
+        self.planted() != PlantedBug::NoWriteBack
     }
 }

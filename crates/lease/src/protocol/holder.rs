@@ -9,9 +9,9 @@ use super::{
     interrupted, lapse, or_lapse, publish, recovered, stored_mark, Claim, MarkStore, Outcome,
     Protocol, StoreError,
 };
+use crate::issuance::Left;
 use crate::pace::Pace;
 use crate::stop::{Interrupted, Stop};
-use crate::Left;
 use std::future::Future;
 use std::pin::Pin;
 use std::time::{Duration, Instant};

@@ -5,7 +5,7 @@
 use super::{recovered, restore, Claim, MarkStore, Outcome, Protocol, Recheck, StoreError};
 use crate::planted::PlantedBug;
 use crate::stop::Interrupted;
-use crate::Issued;
+use idcar_core::generator::Issued;
 use std::time::Duration;
 
 /// The mark to write on release: the highest tick issued for `slot`, never below `floor`.

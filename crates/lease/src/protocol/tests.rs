@@ -1,8 +1,8 @@
 //! The protocol's pure steps; the whole loop is checked against every store by
-//! `crates/lease/tests/lease_conformance.rs`.
+//! `crates/lease/tests/lease_conformance/`.
 
 use super::*;
-use crate::Issued;
+use idcar_core::generator::Issued;
 use tokio::time::Instant;
 
 fn claim(mark: u64) -> Claim<i32> {

@@ -34,9 +34,9 @@ pub use tree::{Owner, Paths};
 
 use handle::ZkSession;
 
+use crate::handle::LeaseHandle;
 use crate::metrics::LeaseMetrics;
 use crate::pool::{self as negotiation, Fault, Negotiation, PoolConfig, Store};
-use crate::LeaseHandle;
 use idcar_core::clock::Clock;
 use idcar_core::layout::Scheme;
 use std::sync::Arc;
@@ -93,6 +93,7 @@ impl Store for ZooKeeper {
                 if let Some(old) = last.replace(client.session().clone()) {
                     tokio::spawn(session::end_old(c.clone(), old));
                 }
+                tracing::info!(session = %client.session_id(), "ZooKeeper session established");
                 Ok(ZkSession::new(
                     client,
                     neg.paths.clone(),

@@ -106,34 +106,8 @@ pub(crate) async fn join_or_record(
             Err(e) => return Err(context(e, &format!("cannot read {}", paths.params()))),
         }
         let used = !records.is_empty();
-        // A pool that a newer idcar recorded is not recorded over (nor its marks read): its
-        // record comes back, and the agreement refuses it, naming its format.
-        for other in records.iter().filter(|o| !o.starts_with(&prefix)) {
-            let key = paths.identity(other);
-            match client.get_data(&key).await {
-                Ok((data, _)) => {
-                    if let Some(rec) = Record::parse(&data).filter(|r| !identity::reads(r.format)) {
-                        return Ok(Some((key, rec)));
-                    }
-                }
-                Err(zk::Error::NoNode) => {}
-                Err(e) => return Err(context(e, &format!("cannot read {key}"))),
-            }
-        }
-        for other in records.iter().filter(|o| !o.starts_with(&prefix)) {
-            match client.delete(&paths.identity(other), None).await {
-                Ok(()) | Err(zk::Error::NoNode) => tracing::warn!(
-                    old = %other,
-                    new = %id,
-                    "the pool's parameters were recorded anew: the holders of its old identity stop (at once: they watch the record)"
-                ),
-                Err(e) => {
-                    return Err(context(
-                        e,
-                        &format!("cannot delete {}", paths.identity(other)),
-                    ))
-                }
-            }
+        if let Some(newer) = newer_or_clear(client, paths, &records, &prefix, &id).await? {
+            return Ok(Some(newer));
         }
         let (used_marks, highest) = highest_mark(client, paths).await?;
         let not_before =
@@ -171,6 +145,47 @@ pub(crate) async fn join_or_record(
         "{} keeps changing",
         paths.identities()
     )))
+}
+
+/// Before recording identity `id` (its records are named `prefix` and a number): a record of another identity
+/// that a newer idcar wrote comes back (the pool is not recorded over, nor its marks read; the
+/// agreement refuses it, naming its format); otherwise the other identities' records go (the
+/// pool's parameters were recorded anew).
+async fn newer_or_clear(
+    client: &zk::Client,
+    paths: &Paths,
+    records: &[String],
+    prefix: &str,
+    id: &str,
+) -> Result<Option<(String, Record)>, Fault> {
+    for other in records.iter().filter(|o| !o.starts_with(prefix)) {
+        let key = paths.identity(other);
+        match client.get_data(&key).await {
+            Ok((data, _)) => {
+                if let Some(rec) = Record::parse(&data).filter(|r| !identity::reads(r.format)) {
+                    return Ok(Some((key, rec)));
+                }
+            }
+            Err(zk::Error::NoNode) => {}
+            Err(e) => return Err(context(e, &format!("cannot read {key}"))),
+        }
+    }
+    for other in records.iter().filter(|o| !o.starts_with(prefix)) {
+        match client.delete(&paths.identity(other), None).await {
+            Ok(()) | Err(zk::Error::NoNode) => tracing::warn!(
+                old = %other,
+                new = %id,
+                "the pool's parameters were recorded anew: the holders of its old identity stop (at once: they watch the record)"
+            ),
+            Err(e) => {
+                return Err(context(
+                    e,
+                    &format!("cannot delete {}", paths.identity(other)),
+                ))
+            }
+        }
+    }
+    Ok(None)
 }
 
 /// The children of `dir` (none if it is missing).

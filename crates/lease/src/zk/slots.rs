@@ -42,10 +42,6 @@ impl Session for ZkSession {
     type Marks = ZkMarks;
     type Place = String;
 
-    fn announce(&self) {
-        tracing::info!(session = %self.client.session_id(), "ZooKeeper session established");
-    }
-
     fn owner_id(&self) -> String {
         self.client.session_id().to_string()
     }
@@ -74,12 +70,11 @@ impl Session for ZkSession {
         tokio::spawn(super::demand::follow_demand(client, paths, tx))
     }
 
-    async fn want(&self, _neg: &Negotiation) {
-        self.want_slot().await;
-    }
-
-    async fn unwant(&self, _neg: &Negotiation) {
-        self.unwant_slot().await;
+    async fn want(&self, _neg: &Negotiation, wanted: bool) {
+        match wanted {
+            true => self.want_slot().await,
+            false => self.unwant_slot().await,
+        }
     }
 
     fn looker(&self, neg: &Negotiation) -> Box<dyn FnMut() -> Look + Send> {
@@ -113,12 +108,13 @@ impl Session for ZkSession {
         Ok(Some(rec))
     }
 
+    #[cfg(feature = "fault-injection")]
     fn unfenced(&mut self, recorded: &Recorded) {
         self.params_version = i32::try_from(recorded.version).unwrap_or(i32::MAX);
         self.identity = None;
     }
 
-    fn marks(&self, _neg: &Negotiation, witness: bool) -> ZkMarks {
+    fn marks(&self, neg: &Negotiation) -> ZkMarks {
         ZkMarks {
             client: self.client.clone(),
             paths: self.paths.clone(),
@@ -129,7 +125,7 @@ impl Session for ZkSession {
                 params_creation: self.params_creation,
                 identity,
             }),
-            witness,
+            witness: neg.proto.keeps_witness(),
         }
     }
 

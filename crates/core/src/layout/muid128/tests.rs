@@ -1,6 +1,7 @@
 //! Tests of the muid128 layout: known-answer vectors, properties, bad input.
 
 use super::*;
+use serde_json::Value;
 use proptest::prelude::*;
 
 /// The reference's `-1` is the all-ones field.
@@ -120,7 +121,7 @@ fn known_answers_both_directions() {
         let mut s = String::new();
         l.format(&bytes, TextForm::Muid, &mut s).unwrap();
         assert_eq!(s, want_text);
-        let m = l.decode(&bytes).unwrap();
+        let m = l.decode(&bytes).unwrap().to_map();
         assert_eq!(m["id"], want_text);
         assert!(m["packed_hex"]
             .as_str()
@@ -296,7 +297,7 @@ fn scheme_options_and_forms() {
 fn decode_json_keys() {
     let l = Muid128::default();
     let id = pack(1_642_579_230_975_519, 1_923_190_821_165, -3i32 as u32).to_be_bytes();
-    let m = l.decode(&id).unwrap();
+    let m = l.decode(&id).unwrap().to_map();
     assert_eq!(m["layout"], "muid128");
     assert_eq!(m["id"], "5D5EAC793E61F-1BFC71B112D-FFFFFFFD");
     assert_eq!(m["packed_hex"], "5d5eac793e61f1bfc71b112dfffffffd");

@@ -1,6 +1,7 @@
 //! Tests of the sno80 layout: known-answer vectors, properties, bad input.
 
 use super::*;
+use serde_json::Value;
 use proptest::prelude::*;
 
 fn hex_of(id: &[u8; WIDTH]) -> String {
@@ -13,26 +14,58 @@ fn u(v: &Value, key: &str) -> u64 {
     v[key].as_u64().unwrap_or_else(|| panic!("{key} in {v}"))
 }
 
+/// A vector the reference rejects: idcar rejects its text and its parameters too.
+fn rejected_too(v: &Value) {
+    let line = v.to_string();
+    let mut rejected = false;
+    for key in ["encoded", "input", "text"] {
+        if let Some(t) = v[key].as_str() {
+            assert!(Sno80::default().parse(t, None).is_err(), "{line}");
+            rejected = true;
+        }
+    }
+    if let Some(s) = v.get("snapshot") {
+        let (lo, hi) = (u(s, "sequenceMin"), u(s, "sequenceMax"));
+        assert!(Sno80::new(lo as u16, hi as u16).is_err(), "{line}");
+        rejected = true;
+    }
+    assert!(rejected, "nothing to reject in {line}");
+}
+
+/// The decoded fields of `id` carry the vector's names and values.
+fn decoded_as_the_reference(l: &Sno80, id: &[u8], f: &Fields, v: &Value) {
+    let line = v.to_string();
+        let m = l.decode(id).unwrap().to_map();
+    for key in [
+        "bytes_hex",
+        "units",
+        "tick",
+        "meta",
+        "partition",
+        "partition_bytes_hex",
+        "sequence",
+    ] {
+        assert_eq!(m[key], v[key], "{key} in {line}");
+    }
+    assert_eq!(m["id"], v["encoded"]);
+    let unix_ns = u(v, "decoded_unix_ns");
+    assert_eq!(f.unix_ns(), unix_ns, "{line}");
+    assert_eq!(m["unix_ms"], unix_ns / 1_000_000);
+    let parse_time = |t: &str| humantime::parse_rfc3339(t).unwrap();
+    assert_eq!(
+        parse_time(m["time"].as_str().unwrap()),
+        parse_time(v["decoded_time"].as_str().unwrap()),
+        "{line}"
+    );
+}
+
 #[test]
 fn known_answers_both_directions() {
     let mut checked = 0;
     for v in super::super::vector_lines(include_str!("../../../../../tests/vectors/sno80.jsonl")) {
         let line = v.to_string();
         if v.get("error").is_some() {
-            // An input the reference rejects: idcar must reject it too.
-            let mut rejected = false;
-            for key in ["encoded", "input", "text"] {
-                if let Some(t) = v[key].as_str() {
-                    assert!(Sno80::default().parse(t, None).is_err(), "{line}");
-                    rejected = true;
-                }
-            }
-            if let Some(s) = v.get("snapshot") {
-                let (lo, hi) = (u(s, "sequenceMin"), u(s, "sequenceMax"));
-                assert!(Sno80::new(lo as u16, hi as u16).is_err(), "{line}");
-                rejected = true;
-            }
-            assert!(rejected, "nothing to reject in {line}");
+            rejected_too(&v);
             checked += 1;
             continue;
         }
@@ -85,29 +118,7 @@ fn known_answers_both_directions() {
             assert_eq!(l.parse(text, None).unwrap(), id, "{line}");
         }
         assert_eq!(Fields::unpack(&from_b32(b32).unwrap()), f, "{line}");
-        // Decoded fields carry the vector's names and values.
-        let m = l.decode(&id).unwrap();
-        for key in [
-            "bytes_hex",
-            "units",
-            "tick",
-            "meta",
-            "partition",
-            "partition_bytes_hex",
-            "sequence",
-        ] {
-            assert_eq!(m[key], v[key], "{key} in {line}");
-        }
-        assert_eq!(m["id"], v["encoded"]);
-        let unix_ns = u(&v, "decoded_unix_ns");
-        assert_eq!(f.unix_ns(), unix_ns, "{line}");
-        assert_eq!(m["unix_ms"], unix_ns / 1_000_000);
-        let parse_time = |t: &str| humantime::parse_rfc3339(t).unwrap();
-        assert_eq!(
-            parse_time(m["time"].as_str().unwrap()),
-            parse_time(v["decoded_time"].as_str().unwrap()),
-            "{line}"
-        );
+        decoded_as_the_reference(&l, &id, &f, &v);
         // The time the reference was given lies within that unit (floored).
         if let Some(ns) = v["unix_ns_input"].as_u64() {
             assert_eq!(l.scheme().tick_at(ns), Some(f.units), "{line}");
@@ -282,7 +293,7 @@ fn decode_json_keys() {
     }
     .pack()
     .unwrap();
-    let m = l.decode(&id).unwrap();
+    let m = l.decode(&id).unwrap().to_map();
     assert_eq!(m["layout"], "sno80");
     assert_eq!(m["id"], "8ds7ow3wddxfrgmq");
     assert_eq!(m["bytes_hex"], "32f45b783e5afedcba98");
