@@ -11,6 +11,7 @@ use prometheus::{
 
 mod hot;
 pub use hot::{HotCounter, HotHistogram};
+use idcar_lease::metrics::Reg;
 pub use idcar_lease::metrics::{LeaseMetrics, LOSS_REASONS, SESSION_STATES};
 use std::sync::Arc;
 
@@ -123,33 +124,10 @@ pub const REFUSAL_REASONS: [&str; 5] = [
     "timed_out",
 ];
 
-/// Registers metrics in one registry; names and label sets are fixed in the code, so a
-/// failure here is a programming error, reported once, here.
-struct Reg<'a>(&'a Registry);
-
-impl Reg<'_> {
-    fn add<T: prometheus::core::Collector + Clone + 'static>(&self, m: prometheus::Result<T>) -> T {
-        let m = m.expect("metric names, help and labels are valid");
-        self.0
-            .register(Box::new(m.clone()))
-            .expect("metric names are unique");
-        m
-    }
-    fn counter(&self, name: &str, help: &str) -> IntCounter {
-        self.add(IntCounter::new(name, help))
-    }
-    fn counters(&self, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
-        self.add(IntCounterVec::new(Opts::new(name, help), labels))
-    }
-    fn gauge(&self, name: &str, help: &str) -> IntGauge {
-        self.add(IntGauge::new(name, help))
-    }
-    fn gauges(&self, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
-        self.add(IntGaugeVec::new(Opts::new(name, help), labels))
-    }
-    fn hot<T>(&self, m: prometheus::Result<T>) -> T {
-        m.expect("metric names, help and labels are valid and unique")
-    }
+/// A hot-path metric just built and registered by its own constructor: its names and labels
+/// are fixed in the code, so a failure is a programming error, reported here.
+fn hot<T>(m: prometheus::Result<T>) -> T {
+    m.expect("metric names, help and labels are valid and unique")
 }
 
 const LATENCY_BUCKETS: [f64; 17] = [
@@ -170,19 +148,18 @@ impl PerRequest {
         // Recorded by every request: sharded, so threads on different cores do not share a
         // cache line (see `hot`).
         let interfaces: Vec<Vec<&str>> = Interface::ALL.iter().map(|i| vec![i.label()]).collect();
-        let requests = r
-            .hot(HotCounter::register(
-                r.0,
-                "idcar_requests_total",
-                "Requests served, by interface and outcome",
-                &["interface", "outcome"],
-                &Interface::ALL
-                    .iter()
-                    .flat_map(|i| Outcome::ALL.iter().map(|o| vec![i.label(), o.label()]))
-                    .collect::<Vec<_>>(),
-            ))
-            .into_iter();
-        let latency = r.hot(HotHistogram::register(
+        let requests = hot(HotCounter::register(
+            r.0,
+            "idcar_requests_total",
+            "Requests served, by interface and outcome",
+            &["interface", "outcome"],
+            &Interface::ALL
+                .iter()
+                .flat_map(|i| Outcome::ALL.iter().map(|o| vec![i.label(), o.label()]))
+                .collect::<Vec<_>>(),
+        ))
+        .into_iter();
+        let latency = hot(HotHistogram::register(
             r.0,
             "idcar_request_duration_seconds",
             "Time from a request's arrival to its response, by interface",
@@ -194,8 +171,7 @@ impl PerRequest {
             requests,
             latency,
             hot_counter: |r, name, help| {
-                r.hot(HotCounter::register(r.0, name, help, &[], &[vec![]]))
-                    .remove(0)
+                hot(HotCounter::register(r.0, name, help, &[], &[vec![]])).remove(0)
             },
         }
     }
@@ -258,8 +234,7 @@ impl Metrics {
                 std::array::from_fn(|_| requests.next().expect("one series per pair"))
             }),
             latency: std::array::from_fn(|i| latency[i].clone()),
-            batch_size: r
-                .hot(HotHistogram::register(
+            batch_size: hot(HotHistogram::register(
                     r.0,
                     "idcar_batch_size",
                     "IDs asked for per request",

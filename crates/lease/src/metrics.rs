@@ -69,30 +69,35 @@ const WRITE_BUCKETS: [f64; 11] = [
 ];
 
 /// Registers metrics in one registry; names and label sets are fixed in the code, so a
-/// failure here is a programming error, reported once, here.
-struct Reg<'a>(&'a Registry);
+/// failure here is a programming error, reported once, here. The server registers its own
+/// metrics with it too.
+pub struct Reg<'a>(pub &'a Registry);
 
 impl Reg<'_> {
-    fn add<T: prometheus::core::Collector + Clone + 'static>(&self, m: prometheus::Result<T>) -> T {
+    /// Registers `m` (a metric just built).
+    pub fn add<T: prometheus::core::Collector + Clone + 'static>(
+        &self,
+        m: prometheus::Result<T>,
+    ) -> T {
         let m = m.expect("metric names, help and labels are valid");
         self.0
             .register(Box::new(m.clone()))
             .expect("metric names are unique");
         m
     }
-    fn counter(&self, name: &str, help: &str) -> IntCounter {
+    pub fn counter(&self, name: &str, help: &str) -> IntCounter {
         self.add(IntCounter::new(name, help))
     }
-    fn counters(&self, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    pub fn counters(&self, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
         self.add(IntCounterVec::new(Opts::new(name, help), labels))
     }
-    fn gauge(&self, name: &str, help: &str) -> IntGauge {
+    pub fn gauge(&self, name: &str, help: &str) -> IntGauge {
         self.add(IntGauge::new(name, help))
     }
-    fn gauges(&self, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+    pub fn gauges(&self, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
         self.add(IntGaugeVec::new(Opts::new(name, help), labels))
     }
-    fn histogram(&self, name: &str, help: &str, buckets: &[f64]) -> Histogram {
+    pub fn histogram(&self, name: &str, help: &str, buckets: &[f64]) -> Histogram {
         self.add(Histogram::with_opts(
             HistogramOpts::new(name, help).buckets(buckets.to_vec()),
         ))
