@@ -115,10 +115,11 @@ def check_deployment(path):
 
 
 EXAMPLES = ("deployment.yaml", os.path.join("etcd", "deployment.yaml"),
-            os.path.join("statefulset", "statefulset.yaml"))
+            os.path.join("statefulset", "statefulset.yaml"), os.path.join("kube", "deployment.yaml"),
+            os.path.join("kube", "statefulset.yaml"))
 for example in EXAMPLES:
     check_deployment(os.path.join(K8S, example))
-for sub in ("etcd", "statefulset"):
+for sub in ("etcd", "statefulset", "kube"):
     kust = load(os.path.join(K8S, sub, "kustomization.yaml"))[0]
     for r in kust["resources"]:
         check(os.path.exists(os.path.join(K8S, sub, r)), f"{sub} kustomization resource {r} exists")
@@ -136,6 +137,26 @@ check(any(d["metadata"]["name"] == sts["spec"]["serviceName"] and d["spec"].get(
           for d in services), "the StatefulSet's serviceName is a headless Service in the file")
 slots = int(env.get("IDCAR_SLOTS", {}).get("value", "1"))
 check(sts["spec"]["replicas"] * slots <= 64, "every replica's preferred slots fit lable64's pool")
+
+# The Lease-object examples run as the service account the Role of rbac.yaml binds, and use no
+# other store.
+rbac = load(os.path.join(K8S, "kube", "rbac.yaml"))
+kinds = {d["kind"]: d for d in rbac}
+check(set(kinds) == {"ServiceAccount", "Role", "RoleBinding"}, "kube/rbac.yaml: a ServiceAccount, a Role, a RoleBinding")
+rules = kinds["Role"]["rules"]
+check(len(rules) == 1 and rules[0]["apiGroups"] == ["coordination.k8s.io"] and rules[0]["resources"] == ["leases"],
+      "the Role grants Lease objects only")
+check(set(rules[0]["verbs"]) <= {"get", "list", "watch", "create", "patch", "delete"}, "the Role grants only idcar's verbs")
+check(kinds["RoleBinding"]["subjects"][0]["name"] == kinds["ServiceAccount"]["metadata"]["name"],
+      "the RoleBinding binds the ServiceAccount")
+for example in ("deployment.yaml", "statefulset.yaml"):
+    w = workload(os.path.join(K8S, "kube", example))
+    pod = w["spec"]["template"]["spec"]
+    check(pod.get("serviceAccountName") == kinds["ServiceAccount"]["metadata"]["name"],
+          f"kube/{example} runs as the Role's service account")
+    env = {e["name"]: e for c in pod["initContainers"] for e in c.get("env", [])}
+    check(env.get("IDCAR_KUBE", {}).get("value") == "true" and "IDCAR_ZK" not in env and "IDCAR_ETCD" not in env,
+          f"kube/{example} keeps its pool in Lease objects and no other store")
 
 for f in failures:
     print(f"FAILED: {f}")

@@ -55,8 +55,8 @@ pub enum Command {
     Get(GetArgs),
     /// Print the fields of an ID.
     Decode(DecodeArgs),
-    /// Show who holds which slot in ZooKeeper or etcd, each slot's mark, free slots and
-    /// waiters.
+    /// Show who holds which slot in ZooKeeper, etcd or Kubernetes, each slot's mark, free
+    /// slots and waiters.
     Pool(Box<PoolArgs>),
     /// Ask a running idcar's admin listener whether it is ready (or alive, with --live); exit
     /// 0 if so, 1 if not, with a one-line reason. Never consumes an ID: for exec probes and
@@ -210,10 +210,43 @@ pub struct StoreArgs {
     pub zk_args: ZkArgs,
     /// etcd endpoints (`host:port` or `http(s)://host:port`, comma-separated): the pool lives
     /// there, as with --zk (exclusive with it).
-    #[arg(long, env = "IDCAR_ETCD", value_name = "URL[,URL...]")]
+    #[arg(
+        long,
+        env = "IDCAR_ETCD",
+        value_name = "URL[,URL...]",
+        conflicts_with = "kube"
+    )]
     pub etcd: Option<String>,
     #[command(flatten)]
     pub etcd_args: EtcdArgs,
+    /// Kubernetes: the pool lives in Lease objects of a namespace, through the API server
+    /// (in a pod, its service account; else --kubeconfig, KUBECONFIG or ~/.kube/config),
+    /// as with --zk (exclusive with it and --etcd).
+    #[arg(long, env = "IDCAR_KUBE", conflicts_with = "zk")]
+    pub kube: bool,
+    #[command(flatten)]
+    pub kube_args: KubeArgs,
+}
+
+/// Kubernetes flags, shared by `serve` and `pool`.
+#[derive(Args, Clone, Debug)]
+pub struct KubeArgs {
+    /// The namespace of the pool's Lease objects (default: the pod's own, or the kubeconfig
+    /// context's).
+    #[arg(long, env = "IDCAR_KUBE_NAMESPACE")]
+    pub kube_namespace: Option<String>,
+    /// A kubeconfig file to reach the API server with, instead of the pod's service account
+    /// (or KUBECONFIG, then ~/.kube/config).
+    #[arg(long, env = "IDCAR_KUBECONFIG", value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// What the pool's Lease objects' names begin with (as --zk-root is for ZooKeeper).
+    #[arg(long, env = "IDCAR_KUBE_PREFIX", default_value = "idcar")]
+    pub kube_prefix: String,
+    /// How long a slot stays held after its holder's last renewal, as other instances see
+    /// it, while every slot of its pool is held (renewed every third of it); with room in
+    /// the pool a session declares a minute instead, and renews every 20 s.
+    #[arg(long, env = "IDCAR_KUBE_TTL", default_value = "15s", value_parser = duration)]
+    pub kube_ttl: Duration,
 }
 
 /// etcd connection flags, shared by `serve` and `pool`.
@@ -290,17 +323,17 @@ pub struct ServeArgs {
     pub generator_id: Option<u32>,
     #[command(flatten)]
     pub store: StoreArgs,
-    /// With --zk or --etcd: the pod this instance runs in, shown as the slot's holder by `idcar pool`
+    /// With a store (--zk, --etcd, --kube): the pod this instance runs in, shown as the slot's holder by `idcar pool`
     /// (set it from the downward API's metadata.name). POD_NAME is read when it is not set.
     #[arg(long, env = "IDCAR_POD_NAME")]
     pub pod_name: Option<String>,
-    /// With --zk or --etcd: hold up to K slots of the pool at once and spread requests over
+    /// With a store (--zk, --etcd, --kube): hold up to K slots of the pool at once and spread requests over
     /// them, for K times the layout's rate per instance. Each slot is its own lease (claimed,
     /// fenced, renewed and released as one slot is); while the pool cannot give all K, the
     /// instance serves with the slots it has and keeps queueing for the rest.
     #[arg(long, env = "IDCAR_SLOTS", default_value_t = 1, value_name = "K")]
     pub slots: u32,
-    /// With --zk or --etcd: prefer the slot equal to this pod's StatefulSet ordinal (times
+    /// With a store (--zk, --etcd, --kube): prefer the slot equal to this pod's StatefulSet ordinal (times
     /// --slots), still claimed and fenced in the store: a preference, never a static
     /// assignment. The ordinal comes from --pod-index, else from the number ending the pod's
     /// name (--pod-name/POD_NAME, e.g. `ids-3`). Exclusive with --generator-id.
@@ -311,12 +344,12 @@ pub struct ServeArgs {
     /// Empty counts as unset (the label is missing before 1.28).
     #[arg(long, env = "IDCAR_POD_INDEX", value_name = "N")]
     pub pod_index: Option<String>,
-    /// With --zk or --etcd: negotiate only slots 0..N (default: the layout's whole pool), e.g. to keep
+    /// With a store (--zk, --etcd, --kube): negotiate only slots 0..N (default: the layout's whole pool), e.g. to keep
     /// the rest for static instances.
     #[arg(long, env = "IDCAR_POOL_SIZE")]
     pub pool_size: Option<u32>,
     /// State file holding the static slot's time mark (survives restarts; keep it on a
-    /// volume that outlives the process). Not used with --zk or --etcd.
+    /// volume that outlives the process). Not used with a store.
     #[arg(long, env = "IDCAR_STATE_FILE", default_value = "idcar.state")]
     pub state_file: PathBuf,
     /// How far ahead of the clock IDs may be issued, and the time mark reaches while someone
@@ -326,7 +359,7 @@ pub struct ServeArgs {
     /// first) and rides out longer stalls of ZooKeeper's own disk.
     #[arg(long, env = "IDCAR_LEASE_HORIZON", value_parser = duration)]
     pub lease_horizon: Option<Duration>,
-    /// With --zk or --etcd: how far ahead of the clock the time mark reaches while no one
+    /// With a store (--zk, --etcd, --kube): how far ahead of the clock the time mark reaches while no one
     /// waits for a slot of the pool [default: 60s, or --max-clock-wait if that is less]. The
     /// mark is written again when half of it is left (one store write per holder every ~30s);
     /// a contender waiting for a slot brings it down to --lease-horizon within a second. Set
@@ -427,7 +460,7 @@ pub struct GetArgs {
 }
 
 #[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("store").required(true).args(["zk", "etcd"])))]
+#[command(group(clap::ArgGroup::new("store").required(true).args(["zk", "etcd", "kube"])))]
 pub struct PoolArgs {
     #[command(flatten)]
     pub store: StoreArgs,

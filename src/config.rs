@@ -299,7 +299,7 @@ pub struct PoolConfig {
 impl PoolConfig {
     pub fn from_args(a: &PoolArgs) -> Result<PoolConfig, UsageError> {
         let Some(store) = a.store.spec()? else {
-            return usage("give --zk or --etcd: the store the pool lives in");
+            return usage("give --zk, --etcd or --kube: the store the pool lives in");
         };
         let layout = build_layout(&a.layout, a.cluster_id.unwrap_or(0))?;
         let slots = layout.scheme().slots;

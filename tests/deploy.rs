@@ -25,7 +25,10 @@ fn manifests_validate_against_kubernetes_1_29_and_the_newest_schemas() {
             .arg(k8s.join("zookeeper.yaml"))
             .arg(k8s.join("etcd/deployment.yaml"))
             .arg(k8s.join("etcd/etcd.yaml"))
-            .arg(k8s.join("statefulset/statefulset.yaml"));
+            .arg(k8s.join("statefulset/statefulset.yaml"))
+            .arg(k8s.join("kube/rbac.yaml"))
+            .arg(k8s.join("kube/deployment.yaml"))
+            .arg(k8s.join("kube/statefulset.yaml"));
         let (ok, out) = run_tool(&mut cmd, LIMIT);
         assert!(ok, "kubernetes-validate {version:?}:\n{out}");
         for resource in [
@@ -38,6 +41,10 @@ fn manifests_validate_against_kubernetes_1_29_and_the_newest_schemas() {
             "poddisruptionbudget/etcd",
             "statefulset/idcar-ordinal",
             "service/idcar-ordinal",
+            "serviceaccount/idcar",
+            "role/idcar-leases",
+            "rolebinding/idcar-leases",
+            "statefulset/idcar-kube-ordinal",
         ] {
             assert!(
                 out.contains(&format!("passed for resource {resource}")),

@@ -9,6 +9,11 @@
 #                          from Maven Central (mvn, Java)
 #   etcd 3.6, 3.5          etcd/ensure-etcd.sh: built     the etcd store's tests run real members
 #                          from Go modules (Go 1.26+)
+#   kube-apiserver,        kube/ensure-kube.sh: built     the Kubernetes store's tests run a real
+#   kubectl 1.37           from the k8s.io/kubernetes Go  API server (its etcd: the newest etcd
+#                          module (Go 1.26+; ~15 min      above); the manifests are checked by it
+#                          once); Prometheus Operator     (kubectl apply --dry-run=server), the
+#                          CRDs from its Go module        monitoring CRDs registered first
 #   promtool               Debian package prometheus      alert rules: check and unit tests; metrics lint
 #   yamllint               Debian package yamllint        deploy/ and docker-compose.yml
 #   setpriv                Debian package util-linux      the socket-permission test (other uids)
@@ -73,6 +78,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 bash zk/ensure-zookeeper.sh
 bash etcd/ensure-etcd.sh
+bash kube/ensure-kube.sh
 echo "promtool: $(promtool --version 2>&1 | head -1)"
 echo "yamllint: $(yamllint --version)"
 echo "go: $(go version)"

@@ -20,10 +20,16 @@ pub(super) fn lease_source(a: &ServeArgs, layout: &dyn Layout) -> Result<LeaseSo
     let Some(store) = a.store.spec()? else {
         return static_slot(a);
     };
-    let pool_size = a.pool_size.unwrap_or(slots);
-    if pool_size == 0 || pool_size > slots {
+    // A store that keeps an object per slot caps the pool (and its default).
+    let most = store.max_pool().map_or(slots, |m| m.min(slots));
+    let pool_size = a.pool_size.unwrap_or(most);
+    if pool_size == 0 || pool_size > most {
+        let cap = match most < slots {
+            true => format!(" with {} (one object per slot)", store.describe()),
+            false => String::new(),
+        };
         return usage(format!(
-            "--pool-size must be between 1 and {slots} for layout {}",
+            "--pool-size must be between 1 and {most} for layout {}{cap}",
             layout.name()
         ));
     }
@@ -61,17 +67,17 @@ pub(super) fn lease_source(a: &ServeArgs, layout: &dyn Layout) -> Result<LeaseSo
 /// Without a store: the one slot `--generator-id` names, its mark in the state file.
 fn static_slot(a: &ServeArgs) -> Result<LeaseSource, UsageError> {
     if a.pool_size.is_some() {
-        return usage("--pool-size needs --zk or --etcd");
+        return usage("--pool-size needs --zk, --etcd or --kube");
     }
     if a.slots != 1 {
         return usage(
-            "--slots needs --zk or --etcd: a static instance has its one --generator-id \
+            "--slots needs --zk, --etcd or --kube: a static instance has its one --generator-id \
              (run more instances, or negotiate slots in a store)",
         );
     }
     if a.prefer_ordinal {
         return usage(
-            "--prefer-ordinal needs --zk or --etcd (without a store, give --generator-id)",
+            "--prefer-ordinal needs --zk, --etcd or --kube (without a store, give --generator-id)",
         );
     }
     Ok(LeaseSource::Static {
@@ -171,7 +177,7 @@ fn idle_horizon(a: &ServeArgs, horizon: Duration) -> Result<Duration, UsageError
     if !a.store.given() {
         if a.idle_horizon.is_some() {
             return usage(
-                "--idle-horizon needs --zk or --etcd (a static slot's mark follows \
+                "--idle-horizon needs --zk, --etcd or --kube (a static slot's mark follows \
                  --lease-horizon: a restart waits it out)",
             );
         }

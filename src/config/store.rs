@@ -2,8 +2,9 @@
 //! place the server tells the stores apart: everything past it holds a [`StoreSpec`].
 
 use super::{usage, UsageError};
-use crate::cli::{EtcdArgs, StoreArgs, ZkArgs};
+use crate::cli::{EtcdArgs, KubeArgs, StoreArgs, ZkArgs};
 use crate::lease::etcd::EtcdConfig;
+use crate::lease::kube::KubeConfig;
 use crate::lease::zk::ZkConfig;
 use crate::lease::StoreSpec;
 use std::time::Duration;
@@ -11,7 +12,7 @@ use std::time::Duration;
 impl StoreArgs {
     /// Whether a store is given (else `serve` holds a static slot).
     pub fn given(&self) -> bool {
-        self.zk.is_some() || self.etcd.is_some()
+        self.zk.is_some() || self.etcd.is_some() || self.kube
     }
 
     /// How long the given store keeps a slot held after its holder stops answering, as the
@@ -20,7 +21,7 @@ impl StoreArgs {
         match (&self.zk, &self.etcd) {
             (Some(_), _) => Some(self.zk_args.zk_session_timeout),
             (None, Some(_)) => Some(self.etcd_args.etcd_ttl),
-            (None, None) => None,
+            (None, None) => self.kube.then_some(self.kube_args.kube_ttl),
         }
     }
 
@@ -30,6 +31,7 @@ impl StoreArgs {
             (Some(_), Some(_)) => {
                 return usage("--zk and --etcd are exclusive: the pool lives in one store")
             }
+            (None, None) if self.kube => return kube_spec(&self.kube_args).map(Some),
             (None, None) => return Ok(None),
             (Some(connect), None) => {
                 let z = ZkConn::from_args(connect, &self.zk_args)?;
@@ -54,6 +56,44 @@ impl StoreArgs {
             }
         }))
     }
+}
+
+/// The Kubernetes flags, checked.
+fn kube_spec(k: &KubeArgs) -> Result<StoreSpec, UsageError> {
+    crate::lease::kube::check_prefix(&k.kube_prefix).map_err(UsageError)?;
+    let ttl = k.kube_ttl;
+    if ttl.subsec_nanos() != 0 || ttl < Duration::from_secs(3) || ttl > Duration::from_secs(600) {
+        return usage(format!(
+            "--kube-ttl must be whole seconds between 3s and 10m, got {ttl:?}"
+        ));
+    }
+    if let Some(ns) = &k.kube_namespace {
+        let ok = !ns.is_empty()
+            && ns.len() <= 63
+            && ns
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !ns.starts_with('-')
+            && !ns.ends_with('-');
+        if !ok {
+            return usage(format!(
+                "--kube-namespace {ns:?}: not a namespace name (lowercase letters, digits, '-')"
+            ));
+        }
+    }
+    if let Some(path) = &k.kubeconfig {
+        if let Err(e) = std::fs::metadata(path) {
+            return usage(format!("--kubeconfig {}: {e}", path.display()));
+        }
+    }
+    Ok(StoreSpec::Kube {
+        config: KubeConfig {
+            kubeconfig: k.kubeconfig.clone(),
+            namespace: k.kube_namespace.clone(),
+            ttl,
+        },
+        prefix: k.kube_prefix.clone(),
+    })
 }
 
 /// How to reach etcd, checked.

@@ -149,7 +149,10 @@ fn etcd_settings_are_checked() {
             ],
             "--etcd-tls-ca",
         ),
-        (&["--pool-size", "3"], "--pool-size needs --zk or --etcd"),
+        (
+            &["--pool-size", "3"],
+            "--pool-size needs --zk, --etcd or --kube",
+        ),
     ] {
         let err = parse(bad).unwrap_err().to_string();
         assert!(err.contains(says), "{bad:?}: {err}");
@@ -189,11 +192,14 @@ fn slots_and_the_ordinal_preference_are_checked() {
         assert!(e.contains("--slots must be between 1 and"), "{bad:?}: {e}");
     }
     let e = parse(&["--slots", "2"]).unwrap_err().0;
-    assert!(e.contains("--slots needs --zk or --etcd"), "{e}");
+    assert!(e.contains("--slots needs --zk, --etcd or --kube"), "{e}");
     let e = parse(&["--prefer-ordinal", "--pod-name", "ids-2"])
         .unwrap_err()
         .0;
-    assert!(e.contains("--prefer-ordinal needs --zk or --etcd"), "{e}");
+    assert!(
+        e.contains("--prefer-ordinal needs --zk, --etcd or --kube"),
+        "{e}"
+    );
     // The ordinal from --pod-index, else from the pod name; times --slots.
     let ord = |extra: &[&str]| slots(&[&["--prefer-ordinal"][..], extra].concat());
     assert_eq!(

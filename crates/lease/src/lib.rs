@@ -36,6 +36,8 @@ pub mod etcd;
 mod handle;
 pub mod identity;
 pub mod issuance;
+#[cfg(feature = "kube")]
+pub mod kube;
 pub mod local;
 pub mod metrics;
 pub mod pace;

@@ -27,6 +27,12 @@ pub enum StoreSpec {
         config: crate::etcd::EtcdConfig,
         prefix: String,
     },
+    /// Kubernetes: the pools in Lease objects whose names begin with `prefix`.
+    #[cfg(feature = "kube")]
+    Kube {
+        config: crate::kube::KubeConfig,
+        prefix: String,
+    },
 }
 
 /// Why a pool's report could not be read: what was asked, and the store's answer.
@@ -62,6 +68,8 @@ impl StoreSpec {
             StoreSpec::Zk { root, .. } => root,
             #[cfg(feature = "etcd")]
             StoreSpec::Etcd { prefix, .. } => prefix,
+            #[cfg(feature = "kube")]
+            StoreSpec::Kube { prefix, .. } => prefix,
         }
     }
 
@@ -73,6 +81,18 @@ impl StoreSpec {
             StoreSpec::Zk { config, .. } => config.session_timeout,
             #[cfg(feature = "etcd")]
             StoreSpec::Etcd { config, .. } => config.ttl,
+            #[cfg(feature = "kube")]
+            StoreSpec::Kube { config, .. } => config.ttl,
+        }
+    }
+
+    /// The largest pool the store keeps (Kubernetes: an object per slot), if it has a limit.
+    pub fn max_pool(&self) -> Option<u32> {
+        match self {
+            #[cfg(feature = "kube")]
+            StoreSpec::Kube { .. } => Some(crate::kube::MAX_POOL),
+            #[allow(unreachable_patterns)]
+            _ => None,
         }
     }
 
@@ -85,6 +105,11 @@ impl StoreSpec {
             StoreSpec::Etcd { config, .. } => {
                 format!("etcd {}", config.access.endpoints.join(","))
             }
+            #[cfg(feature = "kube")]
+            StoreSpec::Kube { config, .. } => format!(
+                "kubernetes namespace {}",
+                config.namespace.as_deref().unwrap_or("(the pod's own)")
+            ),
         }
     }
 
@@ -104,6 +129,10 @@ impl StoreSpec {
             #[cfg(feature = "etcd")]
             StoreSpec::Etcd { config, .. } => {
                 crate::etcd::start(config.clone(), pool, scheme, clock, metrics)
+            }
+            #[cfg(feature = "kube")]
+            StoreSpec::Kube { config, .. } => {
+                crate::kube::start(config.clone(), pool, scheme, clock, metrics)
             }
         }
     }
@@ -126,6 +155,10 @@ impl StoreSpec {
             #[cfg(feature = "etcd")]
             StoreSpec::Etcd { config, prefix } => {
                 etcd_report(config, prefix, layout, cluster, pool_size, given).await
+            }
+            #[cfg(feature = "kube")]
+            StoreSpec::Kube { config, prefix } => {
+                kube_report(config, prefix, layout, cluster, pool_size, given).await
             }
         }
     }
@@ -207,6 +240,43 @@ async fn etcd_report(
                 "cannot read the pool under {prefix} from etcd at {endpoints}: check \
                  --etcd/IDCAR_ETCD"
             ),
+            err,
+        ),
+    })
+}
+
+#[cfg(feature = "kube")]
+async fn kube_report(
+    k: &crate::kube::KubeConfig,
+    prefix: &str,
+    layout: &str,
+    cluster: Option<u8>,
+    pool_size: u32,
+    given: bool,
+) -> Result<Vec<ClusterReport>, ReportError> {
+    use crate::kube;
+    let mut namespace = k.namespace.clone().unwrap_or_default();
+    let read = async {
+        let client = kube::Kube::connect(k, kube::call_timeout(k.ttl)).await?;
+        namespace = client.namespace().to_string();
+        kube::pool::report(&client, prefix, layout, cluster, pool_size, given).await
+    };
+    let read = tokio::time::timeout(Duration::from_secs(10), read)
+        .await
+        .map_err(|_| {
+            ReportError::new(
+                "timed out reading the pool from the Kubernetes API server: check --kubeconfig/KUBECONFIG".into(),
+            )
+        })?;
+    read.map_err(|err| match err {
+        kube::KubeError::Refused(_) => ReportError::because(
+            format!(
+                "the Kubernetes API server refused to show the pool's Lease objects in namespace {namespace:?}: bind the Role of deploy/kubernetes/kube/rbac.yaml"
+            ),
+            err,
+        ),
+        err => ReportError::because(
+            format!("cannot read the pool's Lease objects in namespace {namespace:?} (prefix {prefix})"),
             err,
         ),
     })

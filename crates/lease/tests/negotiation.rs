@@ -1,5 +1,6 @@
 //! The negotiation's conformance suite, run against every store that hands out slots (a real
-//! ZooKeeper and a real etcd, each started per test on loopback ports): leases started in this
+//! ZooKeeper and a real etcd, each started per test on loopback ports, and a real Kubernetes
+//! API server shared by the suite, a namespace per test): leases started in this
 //! process through the store's `start`, as `idcar serve` starts them, each with its own session
 //! or etcd lease. Queue order, exhaustion, the hand-over on release, the preferred slot and
 //! probing of large pools are the negotiation's (`idcar_lease::pool`), written once; each
@@ -12,6 +13,7 @@ use common::etcd_client;
 use idcar_core::clock::SystemClock;
 use idcar_core::layout::{by_name, LayoutParams};
 use idcar_lease::etcd::{EtcdAccess, EtcdConfig};
+use idcar_lease::kube::KubeConfig;
 use idcar_lease::metrics::LeaseMetrics;
 use idcar_lease::pool::PoolConfig;
 use idcar_lease::zk::{Access, ZkConfig};
@@ -122,6 +124,69 @@ impl<R: Release> Fixture for EtcdFixture<R> {
             entries += r.kvs.len() as u64;
         }
         entries
+    }
+}
+
+/// Kubernetes: the API server shared by the suite, a namespace per test, reached as the
+/// service account the shipped Role binds.
+struct KubeFixture {
+    kubeconfig: std::path::PathBuf,
+    ns: String,
+}
+
+impl KubeFixture {
+    async fn client(&self) -> idcar_lease::kube::Kube {
+        idcar_lease::kube::Kube::connect(&self.config(), Duration::from_secs(5))
+            .await
+            .unwrap()
+    }
+
+    fn config(&self) -> KubeConfig {
+        KubeConfig {
+            kubeconfig: Some(self.kubeconfig.clone()),
+            namespace: Some(self.ns.clone()),
+            ttl: Duration::from_secs(4),
+        }
+    }
+
+    /// The pool's params object (which must exist) and its queue counter.
+    async fn tickets(&self) -> (idcar_lease::kube::Kube, String, u64) {
+        use idcar_lease::kube::objects as obj;
+        let kube = self.client().await;
+        let params = kube.get("params", KUBE_POOL).await.unwrap().unwrap();
+        let t = obj::annotation(&params, obj::TICKETS).map_or(0, |t| t.parse().unwrap());
+        (kube, obj::version(&params).to_string(), t)
+    }
+}
+
+/// [`pool`]'s params object in Kubernetes (its prefix, layout and cluster).
+const KUBE_POOL: &str = "negotiation.lable64.0";
+
+impl Fixture for KubeFixture {
+    fn new() -> Self {
+        let (kubeconfig, ns) = idcar_testkit::kube::ApiServer::shared().fresh_namespace();
+        KubeFixture { kubeconfig, ns }
+    }
+    fn start(&self, mut pool: PoolConfig) -> LeaseHandle {
+        pool.root = "negotiation".into();
+        let (scheme, metrics) = scheme_and_metrics();
+        idcar_lease::kube::start(self.config(), pool, scheme, Arc::new(SystemClock), metrics)
+    }
+    async fn stuck_in_queue(&self) {
+        use idcar_lease::kube::objects as obj;
+        let (kube, version, t) = self.tickets().await;
+        let bump = obj::annotate(&version, &[(obj::TICKETS, Some((t + 1).to_string()))]);
+        kube.patch("a ticket", KUBE_POOL, bump).await.unwrap();
+        let names = obj::Names::new("negotiation", "lable64", 0);
+        let name = names.session("00000000000000ff");
+        let queued = [(obj::QUEUED.to_string(), t.to_string())].into();
+        let mut session = obj::object(&names, &name, "session", queued);
+        // Declares an hour: never judged gone while the test runs.
+        session.spec.as_mut().unwrap().lease_duration_seconds = Some(3600);
+        kube.create("planting", &session).await.unwrap();
+    }
+    async fn queue_entries(&self) -> u64 {
+        self.tickets().await.2
     }
 }
 
@@ -318,8 +383,28 @@ async fn large_pools_are_probed<F: Fixture>() {
 }
 
 /// One test per check of the suite, for one store: each runs its check against the newest
-/// supported release and the older one at once (docs/compatibility.md).
+/// supported release and the older one at once (docs/compatibility.md). A store with one
+/// release tested and pools of at most 1,024 slots (Kubernetes: an object per slot) runs every
+/// check but the probing of large pools.
 macro_rules! negotiation {
+    ($store:ident, $fixture:ty) => {
+        mod $store {
+            use super::*;
+            negotiation!(@one $fixture;
+                free_and_preferred_slots,
+                exhaustion_and_queue_order,
+                a_release_hands_over_at_once,
+                contenders_claim_together,
+                starts_together_beside_a_holder_do_not_queue
+            );
+        }
+    };
+    (@one $fixture:ty; $($name:ident),*) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $name() {
+            super::$name::<$fixture>().await
+        }
+    )*};
     ($store:ident, $newest:ty, $older:ty) => {
         mod $store {
             use super::*;
@@ -338,3 +423,4 @@ macro_rules! negotiation {
 
 negotiation!(zookeeper, ZkFixture, ZkFixture<Older>);
 negotiation!(etcd, EtcdFixture, EtcdFixture<Older>);
+negotiation!(kubernetes, KubeFixture);

@@ -292,6 +292,13 @@ impl<R: Release> Etcd<R> {
             .join(",")
     }
 
+    /// The process ids of the running members.
+    pub fn pids(&self) -> Vec<i32> {
+        (0..self.members.len())
+            .filter_map(|i| self.pid(i))
+            .collect()
+    }
+
     fn pid(&self, i: usize) -> Option<i32> {
         self.members[i].child.as_ref().map(|c| c.id() as i32)
     }

@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 pub mod etcd;
+pub mod kube;
 pub mod proxy;
 pub mod release;
 pub mod zk;

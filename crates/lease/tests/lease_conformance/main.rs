@@ -1,5 +1,6 @@
 //! The lease protocol's conformance suite, run against every store: the state file, a real
-//! ZooKeeper and a real etcd (each started per test on loopback ports). Each check drives the one hold loop
+//! ZooKeeper and a real etcd (each started per test on loopback ports), and a real Kubernetes
+//! API server (one shared by the suite, a namespace per test). Each check drives the one hold loop
 //! (`idcar_lease::protocol::hold`) over the store; faults the store cannot be asked for
 //! (a lost reply, a failing write) come from thin wrappers around the real store, never a
 //! mock of it. A new store is one `Fixture` and one `conformance!` line at the end.
@@ -8,6 +9,7 @@
 mod common;
 mod etcd_fixture;
 mod fixture;
+mod kube_fixture;
 mod running;
 mod zk_fixture;
 
@@ -35,6 +37,7 @@ use zookeeper_client as zk;
 
 use etcd_fixture::*;
 use fixture::*;
+use kube_fixture::*;
 use running::*;
 use zk_fixture::*;
 
@@ -453,6 +456,7 @@ conformance!(state_file, FileFixture);
 // Each check against the newest and the older supported release (docs/compatibility.md).
 conformance!(zookeeper, ZkFixture, ZkFixture<Older>);
 conformance!(etcd, EtcdFixture, EtcdFixture<Older>);
+conformance!(kubernetes, KubeFixture);
 
 /// What only stores with a pool (an identity) must also pass, for one store.
 macro_rules! pools {
@@ -474,4 +478,5 @@ mod pools {
     use super::*;
     pools!(zookeeper, ZkFixture, ZkFixture<Older>);
     pools!(etcd, EtcdFixture, EtcdFixture<Older>);
+    pools!(kubernetes, KubeFixture);
 }

@@ -1,0 +1,130 @@
+//! Sessions judged by their renewals as this process sees them: a session object whose
+//! `resourceVersion` has not changed for its whole declared duration, watched without a gap on
+//! this process's monotonic clock, is taken as ended. No clock of another host is read (a
+//! renewal's `renewTime` is for people), so skewed clocks cannot end a live session early; and
+//! a gap in this process's own reads (the API server down, this pod cut off) starts the watch
+//! over, so an outage everyone shared ends nobody's session.
+
+use super::objects::{duration, name, version};
+use k8s_openapi::api::coordination::v1::Lease;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// Reads further apart than this are a gap: what happened between them is unknown.
+const GAP: Duration = Duration::from_secs(10);
+
+/// What this process has seen of the pool's sessions.
+#[derive(Default)]
+pub struct Observer {
+    inner: Mutex<Seen>,
+}
+
+#[derive(Default)]
+struct Seen {
+    /// Each session's version as last seen changed, and since when (this process's clock).
+    sessions: BTreeMap<String, (String, Instant)>,
+    last_read: Option<Instant>,
+}
+
+/// A look at the pool's sessions.
+#[derive(Debug, Default)]
+pub struct Judged {
+    /// Sessions renewed within their duration, as far as this process can tell.
+    pub alive: BTreeSet<String>,
+    /// Sessions seen unrenewed for their whole duration: their names and versions (deleted at
+    /// that version, their slots are free).
+    pub ended: Vec<(String, String)>,
+    /// When the first of the live ones would be judged ended, if it is not renewed.
+    pub next: Option<Duration>,
+}
+
+impl Observer {
+    /// Judges the session objects of one successful list (`sessions`: every session of the
+    /// pool, read at one moment).
+    pub fn judge(&self, sessions: &[&Lease]) -> Judged {
+        let now = Instant::now();
+        let mut seen = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        if seen.last_read.is_none_or(|at| now.duration_since(at) > GAP) {
+            seen.sessions.clear();
+        }
+        seen.last_read = Some(now);
+        let mut judged = Judged::default();
+        let mut kept = BTreeMap::new();
+        for s in sessions {
+            let (n, v) = (name(s).to_string(), version(s).to_string());
+            let since = match seen.sessions.get(&n) {
+                Some((was, since)) if *was == v => *since,
+                _ => now,
+            };
+            let left = duration(s).saturating_sub(now.duration_since(since));
+            if left.is_zero() {
+                judged.ended.push((n.clone(), v.clone()));
+            } else {
+                judged.next = Some(judged.next.map_or(left, |x| x.min(left)));
+                judged.alive.insert(n.clone());
+            }
+            kept.insert(n, (v, since));
+        }
+        seen.sessions = kept;
+        judged
+    }
+
+    /// Whether one session, read alone just now, is live (a session not seen before is).
+    pub fn live(&self, session: &Lease) -> bool {
+        let now = Instant::now();
+        let mut seen = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let (n, v) = (name(session).to_string(), version(session).to_string());
+        let since = match seen.sessions.get(&n) {
+            Some((was, since)) if *was == v => *since,
+            _ => now,
+        };
+        seen.sessions.insert(n, (v, since));
+        now.duration_since(since) < duration(session)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::coordination::v1::LeaseSpec;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn session(name: &str, version: &str, secs: i32) -> Lease {
+        Lease {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                resource_version: Some(version.into()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(LeaseSpec {
+                lease_duration_seconds: Some(secs),
+                ..LeaseSpec::default()
+            }),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_session_ends_only_after_its_duration_unrenewed_without_a_gap() {
+        let o = Observer::default();
+        let a = session("a", "1", 3);
+        let j = o.judge(&[&a]);
+        assert!(j.alive.contains("a") && j.ended.is_empty());
+        assert_eq!(j.next, Some(Duration::from_secs(3)));
+        // Renewed: the watch starts over.
+        tokio::time::advance(Duration::from_secs(2)).await;
+        let a2 = session("a", "2", 3);
+        assert!(o.judge(&[&a2]).alive.contains("a"));
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert!(o.judge(&[&a2]).alive.contains("a"));
+        tokio::time::advance(Duration::from_millis(1001)).await;
+        let j = o.judge(&[&a2]);
+        assert_eq!(j.ended, vec![("a".to_string(), "2".to_string())]);
+        // A gap in our own reads: nothing is known of it, the watch starts over.
+        tokio::time::advance(Duration::from_secs(11)).await;
+        assert!(o.judge(&[&a2]).alive.contains("a"));
+        // One read alone: a session first seen now is live.
+        assert!(o.live(&session("b", "7", 3)));
+    }
+}

@@ -1,0 +1,163 @@
+//! The pool as Lease objects hold it: gauges for this instance's metrics (which also keep
+//! this process watching the pool's sessions, so a claim judges them at once), a look for
+//! spares, and `idcar pool --kube`'s report (the same report, rendered the same way, as for
+//! the other stores).
+
+use super::api::{Kube, KubeError};
+use super::objects::{self, annotation, holder, queued, Names, IDENTITY, OWNER, PARAMS};
+use super::record::identity_of;
+use super::session::KubeSession;
+use crate::pool::report::{effective_pool_size, ClusterReport, IdentityReport, SlotReport, Waiter};
+use crate::pool::spare::Looked;
+use crate::pool::tree::parse_owner;
+use crate::pool::Negotiation;
+use std::collections::BTreeSet;
+use std::time::Duration;
+use tokio::task::JoinHandle;
+
+/// How often the pool gauges are read (within the liveness observer's gap).
+const GAUGE_EVERY: Duration = Duration::from_secs(5);
+
+/// Follows the pool into the gauges (held slots, waiting sessions) every 5 s, and says on
+/// `full` whether every slot of the pool is held.
+pub(crate) fn spawn_gauges(me: KubeSession, neg: &Negotiation) -> JoinHandle<()> {
+    let (metrics, full, pool) = (
+        neg.proto.metrics.clone(),
+        neg.proto.part.full.clone(),
+        neg.cfg.pool_size,
+    );
+    tokio::spawn(async move {
+        loop {
+            if let Ok(snap) = me.snapshot("reading the pool").await {
+                let held = snap
+                    .slots
+                    .iter()
+                    .filter(|(n, l)| {
+                        **n < pool && holder(l).is_some_and(|h| snap.judged.alive.contains(h))
+                    })
+                    .count();
+                let waiting = snap
+                    .sessions
+                    .iter()
+                    .filter(|s| queued(s).is_some() && snap.judged.alive.contains(objects::name(s)))
+                    .count();
+                metrics.pool_held.set(held as i64);
+                metrics.pool_waiting.set(waiting as i64);
+                full.send_if_modified(|f| std::mem::replace(f, held >= pool as usize) != *f);
+            }
+            tokio::time::sleep(GAUGE_EVERY).await;
+        }
+    })
+}
+
+/// One look at the pool for `give_back_when_asked`: whether every slot is held, and the head
+/// of the queue (session name, owner record); `None` when the API server did not answer.
+pub(crate) async fn look(me: &KubeSession, pool: u32) -> Option<Looked> {
+    let snap = me.snapshot("looking at the pool").await.ok()?;
+    let held = (0..pool)
+        .filter(|n| {
+            snap.slots
+                .get(n)
+                .is_none_or(|l| holder(l).is_some_and(|h| snap.judged.alive.contains(h)))
+        })
+        .count();
+    let head = snap
+        .sessions
+        .iter()
+        .filter(|s| snap.judged.alive.contains(objects::name(s)))
+        .filter_map(|s| Some((queued(s)?, s)))
+        .min_by_key(|(t, _)| *t)
+        .map(|(_, s)| {
+            let owner = annotation(s, OWNER).and_then(|o| parse_owner(o.as_bytes()));
+            (objects::name(s).to_string(), owner)
+        });
+    Some((held as u32 >= pool, head))
+}
+
+/// The report of the pools of `layout` under `prefix` (one `cluster`, or every one found).
+/// A session's liveness is its object's existence here (one read cannot judge renewals).
+pub async fn report(
+    kube: &Kube,
+    prefix: &str,
+    layout: &str,
+    cluster: Option<u8>,
+    pool_size: u32,
+    given: bool,
+) -> Result<Vec<ClusterReport>, KubeError> {
+    let clusters: BTreeSet<u8> = match cluster {
+        Some(c) => [c].into(),
+        None => {
+            let (all, _) = kube.list("reading the pools", objects::ROLE).await?;
+            let start = format!("{prefix}.{layout}.");
+            all.iter()
+                .filter_map(|l| {
+                    let pool = l.metadata.labels.as_ref()?.get(objects::POOL)?;
+                    pool.strip_prefix(&start)?.parse().ok()
+                })
+                .collect()
+        }
+    };
+    let mut out = Vec::new();
+    for c in clusters {
+        let names = Names::new(prefix, layout, c);
+        let (items, _) = kube.list("reading the pool", &names.all()).await?;
+        let sessions: BTreeSet<&str> = items
+            .iter()
+            .filter(|l| objects::role(l) == Some("session"))
+            .map(objects::name)
+            .collect();
+        let mut held = Vec::new();
+        let mut waiting = Vec::new();
+        let mut identity = None;
+        for l in &items {
+            match objects::role(l) {
+                Some("slot") => {
+                    let Some(n) = names.slot_of(objects::name(l)) else {
+                        continue;
+                    };
+                    let Some(h) = holder(l).filter(|h| sessions.contains(h)) else {
+                        continue;
+                    };
+                    let owner = annotation(l, OWNER).and_then(|o| parse_owner(o.as_bytes()));
+                    let since = owner.as_ref().map_or("-".to_string(), |o| {
+                        idcar_core::layout::rfc3339_millis(o.since_ms.saturating_mul(1_000_000))
+                    });
+                    held.push(SlotReport {
+                        slot: n,
+                        owner,
+                        session: h
+                            .rsplit_once(".session-")
+                            .map_or(h, |(_, id)| id)
+                            .to_string(),
+                        since,
+                        mark: objects::mark(l).ok().map(|(m, _)| m),
+                    });
+                }
+                Some("session") if queued(l).is_some() => waiting.push((
+                    queued(l).unwrap_or(0),
+                    Waiter {
+                        node: objects::name(l).to_string(),
+                        owner: annotation(l, OWNER).and_then(|o| parse_owner(o.as_bytes())),
+                    },
+                )),
+                Some("params") => {
+                    let (uid, _) = identity_of(l);
+                    identity = Some(IdentityReport::new(
+                        annotation(l, PARAMS).unwrap_or("").as_bytes(),
+                        &uid,
+                        annotation(l, IDENTITY).map(str::as_bytes),
+                    ));
+                }
+                _ => {}
+            }
+        }
+        held.sort_by_key(|h| h.slot);
+        waiting.sort_by_key(|(t, _)| *t);
+        let size = effective_pool_size(pool_size, given, identity.as_ref());
+        let waiting = waiting.into_iter().map(|(_, w)| w).collect();
+        let mut r = ClusterReport::new(layout, c, size, held, waiting);
+        r.identity = identity;
+        out.push(r);
+    }
+    Ok(out)
+}

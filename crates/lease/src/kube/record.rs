@@ -1,0 +1,192 @@
+//! The pool's parameters and identity in the params object, and the stamping of every slot
+//! object with the identity when it is recorded.
+//!
+//! A pool's identity is the params object's `uid`, which a deleted and recreated object never
+//! gets again. Recording it: every slot object of the pool (those of an older, larger pool too)
+//! is stamped with it in a compare-and-set that also reads its mark — from then on a holder of
+//! the old identity fails its next write — and the missing ones of `0..pool_size` are created
+//! stamped. The floor of every claim under the identity is the highest mark read so
+//! ([`identity::floor_over`]), and the record goes into the params object last, in a
+//! compare-and-set of it: a claimant that reads a record finds every slot stamped.
+
+use super::api::KubeError;
+use super::objects::{self, annotate, annotation, IDENTITY, PARAMS, STAMP};
+use super::session::KubeSession;
+use crate::identity::{self, Record};
+use crate::pool::{Negotiation, Recorded};
+use k8s_openapi::api::coordination::v1::Lease;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The identity of a params object, as stamps carry it and [`Recorded::creation`] holds it.
+pub fn identity_of(params: &Lease) -> (String, i64) {
+    let uid = params.metadata.uid.as_deref().unwrap_or("");
+    // 63 bits of the uid (random in every API server): the negotiation's number for it.
+    let hex: String = uid
+        .chars()
+        .filter(char::is_ascii_hexdigit)
+        .take(16)
+        .collect();
+    let n = u64::from_str_radix(&hex, 16).unwrap_or(0) >> 1;
+    (uid.to_string(), n as i64)
+}
+
+impl KubeSession {
+    /// The recorded parameters, recording `data` first if the pool has none.
+    pub(crate) async fn params(&self, data: &[u8]) -> Result<Option<Recorded>, KubeError> {
+        let name = self.names.params();
+        let found = match self.kube.get("reading the pool's parameters", name).await? {
+            Some(l) => l,
+            None => {
+                let text = String::from_utf8_lossy(data).into_owned();
+                let lease = objects::object(
+                    &self.names,
+                    name,
+                    "params",
+                    BTreeMap::from([(PARAMS.to_string(), text)]),
+                );
+                match self
+                    .kube
+                    .create("recording the pool's parameters", &lease)
+                    .await
+                {
+                    Ok(l) => l,
+                    Err(KubeError::Conflict(_)) => return Ok(None),
+                    Err(e) => return Err(e),
+                }
+            }
+        };
+        let Some(params) = annotation(&found, PARAMS) else {
+            return Err(KubeError::Fatal(format!(
+                "{name} has no {PARAMS} annotation: it is not an idcar pool's; delete it or \
+                 choose another --kube-prefix"
+            )));
+        };
+        Ok(Some(Recorded {
+            data: params.as_bytes().to_vec(),
+            creation: identity_of(&found).1,
+            version: 0,
+        }))
+    }
+
+    /// Joins the identity of the params object `recorded` read, recording it first if no one
+    /// has; `None` if the params object was replaced meanwhile.
+    pub(crate) async fn join_or_record(
+        &self,
+        neg: &Negotiation,
+        recorded: &Recorded,
+    ) -> Result<Option<(Record, String)>, KubeError> {
+        let name = self.names.params();
+        for _ in 0..5 {
+            let Some(params) = self.kube.get("reading the pool's identity", name).await? else {
+                return Ok(None);
+            };
+            let (uid, creation) = identity_of(&params);
+            if creation != recorded.creation {
+                return Ok(None);
+            }
+            if let Some(r) = annotation(&params, IDENTITY) {
+                return Record::parse(r.as_bytes())
+                    .map(|r| Some((r, uid)))
+                    .ok_or_else(|| KubeError::Fatal(identity::unreadable(name)));
+            }
+            let (used, highest) = self.stamp_every_slot(neg, &uid).await?;
+            let not_before = identity::floor_over(used, highest, neg.proto.horizon_ahead());
+            let rec = Record {
+                format: identity::FORMAT,
+                not_before,
+                pool_size: neg.cfg.pool_size,
+                recorded_ms: neg.proto.clock.now_unix_ns() / 1_000_000,
+            };
+            let json = String::from_utf8(rec.to_json()).expect("a record is JSON");
+            let patch = annotate(objects::version(&params), &[(IDENTITY, Some(json))]);
+            match self
+                .kube
+                .patch("recording the pool's identity", name, patch)
+                .await
+            {
+                Ok(_) => {
+                    tracing::info!(
+                        identity = %uid,
+                        not_before,
+                        pool_size = neg.cfg.pool_size,
+                        "recorded the pool's identity; every claim under it starts above the highest mark in the pool"
+                    );
+                    return Ok(Some((rec, uid)));
+                }
+                Err(KubeError::Conflict(_)) | Err(KubeError::NotFound(_)) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(KubeError::Unavailable(format!(
+            "{name} keeps changing while its identity is recorded"
+        )))
+    }
+
+    /// Stamps every slot object of the pool with `uid` (reading its mark in the same step) and
+    /// creates the missing ones of the pool: whether any slot object was there, and the highest
+    /// mark read.
+    async fn stamp_every_slot(
+        &self,
+        neg: &Negotiation,
+        uid: &str,
+    ) -> Result<(bool, u64), KubeError> {
+        let (slots, _) = self
+            .kube
+            .list("listing the slots", &self.names.role("slot"))
+            .await?;
+        let used = !slots.is_empty();
+        let mut highest = 0;
+        let mut there = BTreeSet::new();
+        for slot in slots {
+            there.extend(self.names.slot_of(objects::name(&slot)));
+            highest = highest.max(self.stamp(slot, uid).await?);
+        }
+        for n in (0..neg.cfg.pool_size).filter(|n| !there.contains(n)) {
+            let name = self.names.slot(n);
+            let lease = objects::object(
+                &self.names,
+                &name,
+                "slot",
+                BTreeMap::from([(STAMP.to_string(), uid.to_string())]),
+            );
+            match self.kube.create("creating a slot", &lease).await {
+                Ok(_) => {}
+                Err(KubeError::Conflict(_)) => {
+                    // Created by another recorder, or by an older pool's: stamped as found.
+                    if let Some(slot) = self.kube.get("reading a slot", &name).await? {
+                        highest = highest.max(self.stamp(slot, uid).await?);
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok((used, highest))
+    }
+
+    /// Stamps one slot object with `uid` in a compare-and-set: its mark then (an unreadable
+    /// mark stops the recording: it would be the floor).
+    async fn stamp(&self, mut slot: Lease, uid: &str) -> Result<u64, KubeError> {
+        let name = objects::name(&slot).to_string();
+        for _ in 0..10 {
+            let mark = objects::mark(&slot).map_err(KubeError::Fatal)?.0;
+            let mark = mark.max(objects::witness(&slot));
+            if annotation(&slot, STAMP) == Some(uid) {
+                return Ok(mark);
+            }
+            let patch = annotate(objects::version(&slot), &[(STAMP, Some(uid.to_string()))]);
+            match self.kube.patch("stamping a slot", &name, patch).await {
+                Ok(_) => return Ok(mark),
+                Err(KubeError::Conflict(_)) => {}
+                Err(KubeError::NotFound(_)) => return Ok(0),
+                Err(e) => return Err(e),
+            }
+            match self.kube.get("reading a slot", &name).await? {
+                Some(s) => slot = s,
+                None => return Ok(0),
+            }
+        }
+        Err(KubeError::Unavailable(format!(
+            "{name} keeps changing while the pool's identity is recorded"
+        )))
+    }
+}

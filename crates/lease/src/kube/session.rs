@@ -1,0 +1,120 @@
+//! A session: an object this lease creates and renews, the counterpart of a ZooKeeper session
+//! or an etcd lease. It ends when the object is deleted: by the lease when it closes (its slots
+//! free at once), or by a claimant that saw it unrenewed for its whole duration.
+
+use super::api::{Kube, KubeError};
+use super::liveness::Observer;
+use super::objects::{self, Names};
+use super::{call_timeout, KubeConfig};
+use crate::pool::Negotiation;
+use crate::repeated::Repeated;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// One session and what was agreed under it.
+pub struct KubeSession {
+    pub(crate) kube: Kube,
+    /// The session object's name: the holder of its slots.
+    pub(crate) name: String,
+    pub(crate) ttl: Duration,
+    pub(crate) names: Names,
+    pub(crate) observer: Arc<Observer>,
+    /// The identity agreed (the params object's uid, as the slots are stamped); `None` until
+    /// agreed, or never checked (a planted bug).
+    pub(crate) identity: Option<String>,
+}
+
+/// Creates this lease's session object (files read again now).
+pub(crate) async fn open(cfg: &KubeConfig, neg: &Negotiation) -> Result<KubeSession, KubeError> {
+    let kube = Kube::connect(cfg, call_timeout(cfg.ttl)).await?;
+    let names = Names::new(&neg.cfg.root, neg.cfg.layout, neg.cfg.cluster);
+    let id = format!("{:016x}", rand::random::<u64>());
+    let name = names.session(&id);
+    let mut lease = objects::object(&names, &name, "session", BTreeMap::new());
+    if let Some(spec) = lease.spec.as_mut() {
+        spec.holder_identity = Some(neg.instance.clone());
+        spec.lease_duration_seconds = Some(cfg.ttl.as_secs().clamp(1, 3600) as i32);
+        let now = objects::micro_time(std::time::SystemTime::now());
+        spec.acquire_time = Some(now.clone());
+        spec.renew_time = Some(now);
+    }
+    kube.create("opening a session", &lease).await?;
+    Ok(KubeSession {
+        kube,
+        name,
+        ttl: cfg.ttl,
+        names,
+        observer: Arc::new(Observer::default()),
+        identity: None,
+    })
+}
+
+/// Renews the session object every third of its duration; cancels `ended` once it is gone
+/// (deleted: someone saw it unrenewed for its duration, or an operator).
+///
+/// Failing renewals never end it: the API server may be down for everyone, and a claimant
+/// judges a session only by what it saw without a gap in its own reads. Safety does not rest
+/// on this: a holder whose slot was taken fails its next mark write.
+pub(crate) async fn renew(kube: Kube, name: String, ttl: Duration, ended: CancellationToken) {
+    let every = ttl / 3;
+    let mut wait = every;
+    let mut failing = Repeated::new("renewing the Kubernetes session failed");
+    let why = loop {
+        tokio::time::sleep(wait).await;
+        let now = objects::micro_time(std::time::SystemTime::now());
+        let patch = serde_json::json!({"spec": {"renewTime": now}});
+        match kube.patch("renewing the session", &name, patch).await {
+            Ok(_) => {
+                failing.ended();
+                wait = every;
+            }
+            Err(KubeError::NotFound(e)) => break e,
+            Err(e) => {
+                failing.failed(&e);
+                wait = Duration::from_millis(500).min(every);
+            }
+        }
+    };
+    tracing::warn!(session = %name, reason = %why, "Kubernetes session gone");
+    ended.cancel();
+}
+
+impl KubeSession {
+    /// Ends the session: its object deleted, so its slots and its place in the queue are free
+    /// at once (tried a few times; an object left behind is deleted by the first claimant that
+    /// sees it unrenewed for its duration).
+    pub(crate) async fn delete(&self) {
+        for _ in 0..3 {
+            match self
+                .kube
+                .delete("closing the session", &self.name, None)
+                .await
+            {
+                Ok(_) | Err(KubeError::Refused(_)) => return,
+                Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        }
+    }
+
+    /// Says on our own session object what `annotations` says (no compare: only we write it,
+    /// but a deleted object stays deleted).
+    pub(crate) async fn note(
+        &self,
+        what: &str,
+        annotations: &[(&str, Option<String>)],
+    ) -> Result<(), KubeError> {
+        let a: serde_json::Map<String, serde_json::Value> = annotations
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.to_string(),
+                    v.clone().map_or(serde_json::Value::Null, Into::into),
+                )
+            })
+            .collect();
+        let patch = serde_json::json!({"metadata": {"annotations": a}});
+        self.kube.patch(what, &self.name, patch).await.map(|_| ())
+    }
+}
