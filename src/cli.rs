@@ -33,13 +33,14 @@ pub struct Cli {
     pub log_format: LogFormat,
     /// Log filter in tracing's EnvFilter syntax, e.g. `info` or `idcar=debug,warn`. When
     /// neither this nor IDCAR_LOG is given, RUST_LOG is honoured; the default is
-    /// `info,zookeeper_client=warn`.
+    /// `info,zookeeper_client=warn,kube_client=off` (the Kubernetes client's own errors are
+    /// reported by idcar, once and summarised).
     #[arg(long, env = "IDCAR_LOG", global = true)]
     pub log: Option<String>,
 }
 
 /// The log filter when neither `--log`, `IDCAR_LOG` nor `RUST_LOG` says otherwise.
-pub const DEFAULT_LOG: &str = "info,zookeeper_client=warn";
+pub const DEFAULT_LOG: &str = "info,zookeeper_client=warn,kube_client=off";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {

@@ -62,9 +62,9 @@ impl StoreArgs {
 fn kube_spec(k: &KubeArgs) -> Result<StoreSpec, UsageError> {
     crate::lease::kube::check_prefix(&k.kube_prefix).map_err(UsageError)?;
     let ttl = k.kube_ttl;
-    if ttl.subsec_nanos() != 0 || ttl < Duration::from_secs(3) || ttl > Duration::from_secs(600) {
+    if ttl.subsec_nanos() != 0 || ttl < Duration::from_secs(2) || ttl > Duration::from_secs(600) {
         return usage(format!(
-            "--kube-ttl must be whole seconds between 3s and 10m, got {ttl:?}"
+            "--kube-ttl must be whole seconds between 2s and 10m, got {ttl:?}"
         ));
     }
     if let Some(ns) = &k.kube_namespace {

@@ -19,7 +19,7 @@ pub fn serve_args(kubeconfig: &Path, extra: &[&str]) -> Vec<String> {
         ("--lease-horizon", "2s"),
         ("--renew-interval", "300ms"),
         ("--threads", "1"),
-        ("--log", "info"),
+        ("--log", "info,kube_client=off"),
     ];
     let mut v = vec!["--kube".to_string()];
     for (flag, value) in defaults {
@@ -43,4 +43,72 @@ pub async fn start(kubeconfig: &Path, extra: &[&str]) -> Idcar {
 pub async fn start_refused(kubeconfig: &Path, extra: &[&str]) -> Idcar {
     let args = serve_args(kubeconfig, extra);
     Idcar::start_or_exit(&args.iter().map(String::as_str).collect::<Vec<_>>()).await
+}
+
+/// The Kubernetes store of the fault tests: an API server of its own (the tests stop, freeze
+/// and cut it) and the namespace `idcar` with the shipped Role; idcar runs as its service
+/// account.
+pub struct KubeStore {
+    pub api: ApiServer,
+    pub config: std::path::PathBuf,
+    pub ns: String,
+}
+
+impl KubeStore {
+    pub fn new() -> KubeStore {
+        let api = ApiServer::start();
+        let config = api.namespace("idcar");
+        KubeStore {
+            api,
+            config,
+            ns: "idcar".into(),
+        }
+    }
+
+    /// The service account's kubeconfig with the server at `at` (a proxy in front of it).
+    pub fn via(&self, at: &str) -> std::path::PathBuf {
+        let text = std::fs::read_to_string(&self.config).unwrap();
+        let text = text.replace(&self.api.url(), &format!("https://{at}"));
+        let path = self
+            .api
+            .dir()
+            .join(format!("via-{}.kubeconfig", at.replace(':', "-")));
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    /// The annotation `key` of the Lease object `name`, if any.
+    pub fn annotation(&self, name: &str, key: &str) -> Option<String> {
+        let path = format!(
+            "jsonpath={{.metadata.annotations.{}}}",
+            key.replace('.', "\\.")
+        );
+        let out = self
+            .api
+            .must(&["get", "lease", name, "-n", &self.ns, "-o", &path]);
+        Some(out.trim().to_string()).filter(|v| !v.is_empty())
+    }
+
+    /// The writes of the namespace's Lease objects, counted in the API server's etcd: the
+    /// modifications of every object there (each create and update), deleted ones excepted.
+    pub fn lease_writes(&self) -> u64 {
+        let prefix = format!("/registry/leases/{}/", self.ns);
+        let out = self
+            .api
+            .etcd
+            .etcdctl(0, &["get", &prefix, "--prefix", "-w", "json"])
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        v["kvs"].as_array().map_or(0, |kvs| {
+            kvs.iter()
+                .map(|kv| kv["version"].as_u64().unwrap_or(0))
+                .sum()
+        })
+    }
+}
+
+impl Default for KubeStore {
+    fn default() -> Self {
+        Self::new()
+    }
 }

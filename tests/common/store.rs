@@ -4,6 +4,7 @@
 //! is written once (`tests/store_faults/`).
 
 use super::etcd::Etcd;
+use super::kube::KubeStore;
 use super::release::Release;
 use super::zk::Zk;
 use super::{run, Idcar};
@@ -15,9 +16,32 @@ pub trait Store: Sized + Send + Sync + 'static {
     fn three() -> Self;
     /// The flag and value that point idcar (and `idcar pool`) at this store.
     fn target(&self) -> [String; 2];
+    /// The flags that point `idcar pool` at this store ([`Store::target`] unless the store
+    /// needs more).
+    fn pool_target(&self) -> Vec<String> {
+        self.target().to_vec()
+    }
     /// The flag that sets how long a holder's session (ZooKeeper) or lease (etcd) outlives
-    /// the holder: `--zk-session-timeout`, `--etcd-ttl`.
+    /// the holder: `--zk-session-timeout`, `--etcd-ttl`, `--kube-ttl`.
     fn expiry_flag(&self) -> &'static str;
+    /// Whether an outage of the store past the session ends it (ZooKeeper, etcd: the server
+    /// expires it once it answers); Kubernetes judges sessions by renewals seen without a gap
+    /// in one's own reads, so an outage everyone shared ends none.
+    fn outage_ends_sessions(&self) -> bool {
+        true
+    }
+    /// The store writes an idle holder may cost in `secs` seconds: none in ZooKeeper and etcd
+    /// (their sessions' pings are not writes); Kubernetes renews a session object (a write)
+    /// every 20 s while the pool has room.
+    fn idle_writes_in(&self, _secs: u64) -> u64 {
+        0
+    }
+    /// The store writes a claim may cost beyond the take and the first mark (ZooKeeper: the
+    /// session; Kubernetes: the session object, the queue's ticket and place, leaving it, the
+    /// session renewed with the full pool's duration).
+    fn claim_extra(&self) -> u64 {
+        u64::from(self.target()[0] == "--zk")
+    }
     /// The lable64 mark of `slot` in `cluster`, as stored.
     fn mark(&self, cluster: u8, slot: u32) -> u64;
     /// kill -9 of member `i`.
@@ -57,18 +81,11 @@ pub trait Store: Sized + Send + Sync + 'static {
 
     /// `idcar pool ... --json` for lable64 cluster `c` of a pool of `size` slots.
     fn pool(&self, c: u8, size: u32) -> serde_json::Value {
-        let [flag, value] = self.target();
+        let target = self.pool_target();
         let (c, size) = (c.to_string(), size.to_string());
-        let args = [
-            "pool",
-            &flag,
-            &value,
-            "--cluster-id",
-            &c,
-            "--pool-size",
-            &size,
-            "--json",
-        ];
+        let mut args: Vec<&str> = vec!["pool"];
+        args.extend(target.iter().map(String::as_str));
+        args.extend(["--cluster-id", &c, "--pool-size", &size, "--json"]);
         let (code, out, err) = run(&args);
         assert_eq!(code, 0, "{err}");
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -225,5 +242,95 @@ impl<R: Release> Store for Etcd<R> {
     }
     async fn start_refused(&self, extra: &[&str]) -> Idcar {
         super::etcd::start_refused(&self.endpoints(), extra).await
+    }
+}
+
+impl Store for KubeStore {
+    fn single() -> Self {
+        KubeStore::new()
+    }
+    fn three() -> Self {
+        unimplemented!("one API server: the leader of three is etcd's and ZooKeeper's scenario")
+    }
+    fn target(&self) -> [String; 2] {
+        ["--kubeconfig".into(), self.config.display().to_string()]
+    }
+    fn pool_target(&self) -> Vec<String> {
+        let [flag, value] = self.target();
+        vec!["--kube".into(), flag, value]
+    }
+    fn expiry_flag(&self) -> &'static str {
+        "--kube-ttl"
+    }
+    fn outage_ends_sessions(&self) -> bool {
+        false
+    }
+    fn idle_writes_in(&self, secs: u64) -> u64 {
+        secs.div_ceil(20)
+    }
+    fn claim_extra(&self) -> u64 {
+        5
+    }
+    fn mark(&self, cluster: u8, slot: u32) -> u64 {
+        let name = format!("idcar.lable64.{cluster}.slot-{slot}");
+        let mark = self
+            .annotation(&name, "idcar.dev/mark")
+            .unwrap_or_else(|| panic!("{name} holds no mark"));
+        mark.split(' ').next().unwrap().parse().unwrap()
+    }
+    fn kill(&mut self, _i: usize) {
+        self.api.kill()
+    }
+    fn pause(&self, _i: usize) {
+        self.api.pause()
+    }
+    fn resume(&self, _i: usize) {
+        self.api.resume()
+    }
+    fn leader(&self) -> Option<usize> {
+        Some(0)
+    }
+    /// The session object goes with the holder.
+    fn check_released(&self) {
+        let sessions = self.api.must(&[
+            "get",
+            "leases",
+            "-n",
+            &self.ns,
+            "-l",
+            "idcar.dev/role=session",
+            "-o",
+            "name",
+        ]);
+        assert!(sessions.trim().is_empty(), "a session left: {sessions}");
+    }
+    /// The TTL is 2 s and the mark 5 s ahead (idle or not): resumed as soon as the successor
+    /// claimed, the holder is inside its mark (its renewals black-holed, it does not know its
+    /// session was judged over).
+    fn frozen_holder(&self) -> (Vec<&'static str>, std::time::Duration) {
+        let flags = vec![
+            "--lease-horizon",
+            "5s",
+            "--idle-horizon",
+            "5s",
+            "--max-clock-wait",
+            "10s",
+        ];
+        (flags, std::time::Duration::ZERO)
+    }
+    fn writes(&self) -> u64 {
+        self.lease_writes()
+    }
+    fn endpoint(&self) -> String {
+        format!("127.0.0.1:{}", self.api.port)
+    }
+    async fn start_at(&self, at: &str, extra: &[&str]) -> Idcar {
+        match at == self.config.display().to_string() {
+            true => super::kube::start(&self.config, extra).await,
+            false => super::kube::start(&self.via(at), extra).await,
+        }
+    }
+    async fn start_refused(&self, extra: &[&str]) -> Idcar {
+        super::kube::start_refused(&self.config, extra).await
     }
 }

@@ -105,8 +105,11 @@ pub(crate) async fn an_exhausted_pool_is_reported_and_the_waiter_takes_the_first
     assert_eq!(p["waiting"].as_array().unwrap().len(), 1, "{p}");
     // Without --pool-size, `idcar pool` counts in the size recorded with the pool: the same
     // figures, in both stores.
-    let [flag, value] = s.target();
-    let text = run(&["pool", &flag, &value, "--cluster-id", "1"]);
+    let target = s.pool_target();
+    let mut args: Vec<&str> = vec!["pool"];
+    args.extend(target.iter().map(String::as_str));
+    args.extend(["--cluster-id", "1"]);
+    let text = run(&args);
     assert_eq!(text.0, 0, "{}", text.2);
     assert!(
         text.1

@@ -41,7 +41,7 @@ pub(crate) async fn a_release_hands_over_at_once<S: Store>() {
     b.wait_ready(Duration::from_secs(15)).await;
     let start_writes = s.writes() - w0;
     assert!(
-        start_writes <= 5,
+        start_writes <= 5.max(4 + s.claim_extra()),
         "a start cost {start_writes} store writes"
     );
     let wait = b.metric("idcar_lease_mark_wait_seconds_sum").await.unwrap();
@@ -80,10 +80,9 @@ pub(crate) async fn a_start_beside_a_holder_does_not_queue<S: Store>() {
     let mut c = s.start(&args).await;
     c.wait_ready(Duration::from_secs(15)).await;
     let writes = s.writes() - w0;
-    let session = u64::from(s.target()[0] == "--zk");
     // The start fills the pool: the holder's mark may come down to a full pool's reach.
     assert!(
-        writes <= 3 + session,
+        writes <= 3 + s.claim_extra(),
         "a start beside a holder cost {writes} store writes"
     );
     let from_c = c.take(100).await.unwrap();

@@ -81,3 +81,31 @@ macro_rules! store_faults {
 
 store_faults!(zookeeper, Zk, Zk<Older>);
 store_faults!(etcd, Etcd, Etcd<Older>);
+
+/// The scenarios for Kubernetes (one release tested; one API server, so no leader of three:
+/// its etcd's faults are in `tests/kube_faults.rs`).
+mod kubernetes {
+    use super::*;
+    use common::kube::KubeStore;
+    macro_rules! one {
+        ($($name:ident),*) => {$(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                super::$name::<KubeStore>().await
+            }
+        )*};
+    }
+    one!(
+        a_release_hands_over_at_once,
+        a_start_beside_a_holder_does_not_queue,
+        a_killed_holder_is_taken_over_after_expiry,
+        an_exhausted_pool_is_reported_and_the_waiter_takes_the_first_free_slot,
+        a_partitioned_holder_stops_and_its_successor_takes_over,
+        a_frozen_holder_never_duplicates_its_successor,
+        an_idle_holder_writes_seldom_and_a_waiter_brings_its_mark_down,
+        an_idle_holder_takes_its_own_slot_back_after_a_store_outage,
+        instances_of_several_slots_take_their_own_back_after_a_store_outage,
+        a_crash_in_a_full_pool_is_taken_over_within_the_bound,
+        mismatched_pool_parameters_are_refused
+    );
+}

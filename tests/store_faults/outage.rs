@@ -44,7 +44,10 @@ pub(crate) async fn an_idle_holder_writes_seldom_and_a_waiter_brings_its_mark_do
     let w0 = s.writes();
     tokio::time::sleep(Duration::from_secs(6)).await;
     let idle_writes = s.writes() - w0;
-    assert_eq!(idle_writes, 0, "store writes by an idle holder in 6 s");
+    assert!(
+        idle_writes <= s.idle_writes_in(6),
+        "{idle_writes} store writes by an idle holder in 6 s"
+    );
     let ahead = s.mark(3, 0).saturating_sub(now_ms());
     assert!(ahead > 30_000, "the idle mark is {ahead} ms ahead");
     let more = a.take(300).await.unwrap();
@@ -152,15 +155,21 @@ pub(crate) async fn an_idle_holder_takes_its_own_slot_back_after_a_store_outage<
     idle.extend(idcar_defaults(&s));
     let back = own_slot_back(&s, &idle, 7, Duration::from_secs(10), 30_000).await;
     let other = back.1.iter().all(|id| generator(*id) == 1);
+    // Kubernetes keeps the session through an outage everyone shared: the slot never changed
+    // hands, nothing to claim back.
+    let kept = !s.outage_ends_sessions() && back.1.iter().all(|id| generator(*id) == 0);
     assert!(
-        back.0 || (other && s.target()[0] == "--zk"),
+        back.0 || kept || (other && s.target()[0] == "--zk"),
         "IDs again, but neither from its own slot claimed back nor from the other free slot"
     );
     let mut full = vec!["--pool-size", "1", "--cluster-id", "9"];
     full.extend(idcar_defaults(&s));
     full[5] = "2s";
     let back = own_slot_back(&s, &full, 9, Duration::from_secs(4), 5_000).await;
-    assert!(back.0, "the only slot was not claimed back");
+    assert!(
+        back.0 || !s.outage_ends_sessions(),
+        "the only slot was not claimed back"
+    );
 }
 
 /// Instances of several slots (`--slots 2`) filling a pool of 4, nobody waiting (expiry 2 s;
@@ -235,9 +244,9 @@ pub(crate) async fn instances_of_several_slots_take_their_own_back_after_a_store
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         let logs = i.logs();
-        assert_eq!(
-            logs.matches("slot claimed back").count(),
-            2,
+        let back = logs.matches("slot claimed back").count();
+        assert!(
+            back == 2 || (back == 0 && !s.outage_ends_sessions()),
             "instance {k} did not take both its slots back: {logs}"
         );
         assert!(
@@ -301,7 +310,7 @@ pub(crate) async fn own_slot_back<S: Store>(
         "IDs again only {refused:?} after the store answered: {logs}"
     );
     assert!(
-        logs.contains("session lost") || logs.contains("lease lost"),
+        !s.outage_ends_sessions() || logs.contains("session lost") || logs.contains("lease lost"),
         "the outage did not end the holder's session: {logs}"
     );
     let highest = before.iter().map(|id| ts(*id)).max().unwrap();

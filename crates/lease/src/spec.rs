@@ -106,10 +106,10 @@ impl StoreSpec {
                 format!("etcd {}", config.access.endpoints.join(","))
             }
             #[cfg(feature = "kube")]
-            StoreSpec::Kube { config, .. } => format!(
-                "kubernetes namespace {}",
-                config.namespace.as_deref().unwrap_or("(the pod's own)")
-            ),
+            StoreSpec::Kube { config, .. } => match &config.namespace {
+                Some(ns) => format!("kubernetes namespace {ns}"),
+                None => "kubernetes (the namespace of the pod or of the kubeconfig)".into(),
+            },
         }
     }
 

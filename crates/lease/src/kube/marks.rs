@@ -39,11 +39,16 @@ impl KubeMarks {
     }
 }
 
+/// A holder's failed call as the protocol takes it. A refusal is tried again like an outage:
+/// an API server whose etcd just came back, or that just started, refuses for a moment while
+/// its authorization caches fill; a Role really revoked stops the holder at its mark all the
+/// same, and the log says why.
 pub(crate) fn store_error(e: KubeError) -> StoreError {
     match e {
-        KubeError::Refused(why) => {
-            StoreError::Refused(format!("the Kubernetes API server refused us: {why}"))
-        }
+        KubeError::Refused(why) => StoreError::Unavailable(format!(
+            "the Kubernetes API server refused us (its authorization not ready yet, or the \
+             Role revoked): {why}"
+        )),
         KubeError::Conflict(why) | KubeError::NotFound(why) => StoreError::Conflict(why),
         KubeError::Unavailable(why) | KubeError::Fatal(why) => StoreError::Unavailable(why),
     }

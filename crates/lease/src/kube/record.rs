@@ -17,6 +17,9 @@ use crate::pool::{Negotiation, Recorded};
 use k8s_openapi::api::coordination::v1::Lease;
 use std::collections::{BTreeMap, BTreeSet};
 
+/// Slot objects stamped or created at once while a pool's identity is recorded.
+const AT_ONCE: usize = 32;
+
 /// The identity of a params object, as stamps carry it and [`Recorded::creation`] holds it.
 pub fn identity_of(params: &Lease) -> (String, i64) {
     let uid = params.metadata.uid.as_deref().unwrap_or("");
@@ -123,44 +126,54 @@ impl KubeSession {
     }
 
     /// Stamps every slot object of the pool with `uid` (reading its mark in the same step) and
-    /// creates the missing ones of the pool: whether any slot object was there, and the highest
-    /// mark read.
+    /// creates the missing ones of the pool, [`AT_ONCE`] at a time: whether any slot object was
+    /// there, and the highest mark read.
     async fn stamp_every_slot(
         &self,
         neg: &Negotiation,
         uid: &str,
     ) -> Result<(bool, u64), KubeError> {
+        use futures_util::stream::{self, StreamExt, TryStreamExt};
         let (slots, _) = self
             .kube
             .list("listing the slots", &self.names.role("slot"))
             .await?;
         let used = !slots.is_empty();
-        let mut highest = 0;
-        let mut there = BTreeSet::new();
-        for slot in slots {
-            there.extend(self.names.slot_of(objects::name(&slot)));
-            highest = highest.max(self.stamp(slot, uid).await?);
+        let there: BTreeSet<u32> = slots
+            .iter()
+            .filter_map(|l| self.names.slot_of(objects::name(l)))
+            .collect();
+        let stamped = stream::iter(slots.into_iter().map(|slot| self.stamp(slot, uid)))
+            .buffer_unordered(AT_ONCE)
+            .try_fold(0, |high, mark| async move { Ok(high.max(mark)) });
+        let missing: Vec<u32> = (0..neg.cfg.pool_size)
+            .filter(|n| !there.contains(n))
+            .collect();
+        let created = stream::iter(missing.into_iter().map(|n| self.create_slot(n, uid)))
+            .buffer_unordered(AT_ONCE)
+            .try_fold(0, |high, mark| async move { Ok(high.max(mark)) });
+        let (a, b) = (stamped.await?, created.await?);
+        Ok((used, a.max(b)))
+    }
+
+    /// Creates slot `n` stamped with `uid`: 0, or the mark of the one found there (created by
+    /// another recorder, or by an older pool's), stamped as found.
+    async fn create_slot(&self, n: u32, uid: &str) -> Result<u64, KubeError> {
+        let name = self.names.slot(n);
+        let lease = objects::object(
+            &self.names,
+            &name,
+            "slot",
+            BTreeMap::from([(STAMP.to_string(), uid.to_string())]),
+        );
+        match self.kube.create("creating a slot", &lease).await {
+            Ok(_) => Ok(0),
+            Err(KubeError::Conflict(_)) => match self.kube.get("reading a slot", &name).await? {
+                Some(slot) => self.stamp(slot, uid).await,
+                None => Ok(0),
+            },
+            Err(e) => Err(e),
         }
-        for n in (0..neg.cfg.pool_size).filter(|n| !there.contains(n)) {
-            let name = self.names.slot(n);
-            let lease = objects::object(
-                &self.names,
-                &name,
-                "slot",
-                BTreeMap::from([(STAMP.to_string(), uid.to_string())]),
-            );
-            match self.kube.create("creating a slot", &lease).await {
-                Ok(_) => {}
-                Err(KubeError::Conflict(_)) => {
-                    // Created by another recorder, or by an older pool's: stamped as found.
-                    if let Some(slot) = self.kube.get("reading a slot", &name).await? {
-                        highest = highest.max(self.stamp(slot, uid).await?);
-                    }
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        Ok((used, highest))
     }
 
     /// Stamps one slot object with `uid` in a compare-and-set: its mark then (an unreadable

@@ -24,6 +24,9 @@ pub struct KubeSession {
     /// The identity agreed (the params object's uid, as the slots are stamped); `None` until
     /// agreed, or never checked (a planted bug).
     pub(crate) identity: Option<String>,
+    /// Whether anyone waits for a slot of the pool (as the session's demand follower saw it):
+    /// the session then declares its short duration.
+    pub(crate) waiting: Arc<tokio::sync::watch::Sender<bool>>,
 }
 
 /// Creates this lease's session object (files read again now).
@@ -35,7 +38,11 @@ pub(crate) async fn open(cfg: &KubeConfig, neg: &Negotiation) -> Result<KubeSess
     let mut lease = objects::object(&names, &name, "session", BTreeMap::new());
     if let Some(spec) = lease.spec.as_mut() {
         spec.holder_identity = Some(neg.instance.clone());
-        spec.lease_duration_seconds = Some(cfg.ttl.as_secs().clamp(1, 3600) as i32);
+        let declared = match *neg.proto.part.full.borrow() {
+            true => cfg.ttl,
+            false => idle_duration(cfg.ttl),
+        };
+        spec.lease_duration_seconds = Some(declared.as_secs().clamp(1, 3600) as i32);
         let now = objects::micro_time(std::time::SystemTime::now());
         spec.acquire_time = Some(now.clone());
         spec.renew_time = Some(now);
@@ -48,32 +55,84 @@ pub(crate) async fn open(cfg: &KubeConfig, neg: &Negotiation) -> Result<KubeSess
         names,
         observer: Arc::new(Observer::default()),
         identity: None,
+        waiting: Arc::new(tokio::sync::watch::channel(false).0),
     })
 }
 
-/// Renews the session object every third of its duration; cancels `ended` once it is gone
-/// (deleted: someone saw it unrenewed for its duration, or an operator).
+/// Whether every slot of the pool is held, and whether anyone waits for one.
+pub(crate) type Busy = (
+    tokio::sync::watch::Receiver<bool>,
+    tokio::sync::watch::Receiver<bool>,
+);
+
+/// How long a session declares it stays held while its pool has room: a crashed holder's
+/// slot is then needed by no one soon, and renewals every third of it cost the API server no
+/// more than a kubelet's node lease (one write every 20 s).
+pub fn idle_duration(ttl: Duration) -> Duration {
+    ttl.max(Duration::from_secs(60))
+}
+
+/// Renews the session object every third of the duration it declares — `ttl` while every
+/// slot of the pool is held or anyone waits for one (`busy`: a crashed holder's slot is then
+/// wanted soon), else [`idle_duration`] — at once when that changes; cancels `ended` once it
+/// is gone (deleted: someone saw it unrenewed for its duration, or an operator).
 ///
 /// Failing renewals never end it: the API server may be down for everyone, and a claimant
 /// judges a session only by what it saw without a gap in its own reads. Safety does not rest
 /// on this: a holder whose slot was taken fails its next mark write.
-pub(crate) async fn renew(kube: Kube, name: String, ttl: Duration, ended: CancellationToken) {
-    let every = ttl / 3;
-    let mut wait = every;
+pub(crate) async fn renew(
+    kube: Kube,
+    name: String,
+    ttl: Duration,
+    (mut full, mut waiting): Busy,
+    ended: CancellationToken,
+) {
+    let mut declared = match *full.borrow() || *waiting.borrow() {
+        true => ttl,
+        false => idle_duration(ttl),
+    };
+    let mut failed = false;
     let mut failing = Repeated::new("renewing the Kubernetes session failed");
     let why = loop {
-        tokio::time::sleep(wait).await;
+        let busy = *full.borrow_and_update() | *waiting.borrow_and_update();
+        let wanted = match busy {
+            true => ttl,
+            false => idle_duration(ttl),
+        };
+        let wait = match (failed, wanted != declared) {
+            (_, true) => Duration::ZERO,
+            (true, false) => Duration::from_millis(500).min(declared / 3),
+            (false, false) => declared / 3,
+        };
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            changed = full.changed() => {
+                if changed.is_err() {
+                    // No one says whether the pool is full any more: the short duration.
+                    full = tokio::sync::watch::channel(true).1;
+                }
+                continue;
+            }
+            changed = waiting.changed() => {
+                if changed.is_err() {
+                    waiting = tokio::sync::watch::channel(true).1;
+                }
+                continue;
+            }
+        }
         let now = objects::micro_time(std::time::SystemTime::now());
-        let patch = serde_json::json!({"spec": {"renewTime": now}});
+        let secs = wanted.as_secs().clamp(1, 3600);
+        let patch = serde_json::json!({"spec": {"renewTime": now, "leaseDurationSeconds": secs}});
         match kube.patch("renewing the session", &name, patch).await {
             Ok(_) => {
                 failing.ended();
-                wait = every;
+                failed = false;
+                declared = wanted;
             }
             Err(KubeError::NotFound(e)) => break e,
             Err(e) => {
                 failing.failed(&e);
-                wait = Duration::from_millis(500).min(every);
+                failed = true;
             }
         }
     };

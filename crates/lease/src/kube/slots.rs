@@ -195,11 +195,12 @@ impl Session for KubeSession {
             .map_or(self.name.clone(), |(_, id)| id.to_string())
     }
 
-    fn follow(&self, _neg: &Negotiation, ended: CancellationToken) -> JoinHandle<()> {
+    fn follow(&self, neg: &Negotiation, ended: CancellationToken) -> JoinHandle<()> {
         tokio::spawn(session::renew(
             self.kube.clone(),
             self.name.clone(),
             self.ttl,
+            (neg.proto.part.full.subscribe(), self.waiting.subscribe()),
             ended,
         ))
     }
@@ -220,6 +221,7 @@ impl Session for KubeSession {
                                 && annotation(s, WANTS) == Some("true")
                         });
                         crate::pool::say(&tx, waiting);
+                        crate::pool::say(&me.waiting, waiting);
                         me.change(&snap).await;
                     }
                     Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
@@ -452,6 +454,7 @@ impl KubeSession {
             names: self.names.clone(),
             observer: self.observer.clone(),
             identity: self.identity.clone(),
+            waiting: self.waiting.clone(),
         }
     }
 }
