@@ -1,10 +1,14 @@
-//! Benchmarks the pool negotiation against a running ZooKeeper, or etcd with `--etcd`.
+//! Benchmarks the pool negotiation against a running ZooKeeper, or etcd with `--etcd`, or a
+//! Kubernetes API server with `--kubeconfig` (Lease objects).
 //!
 //! ```text
 //! bash zk/zk.sh start                        # standalone on 127.0.0.1:2181
 //! cargo run --release --example claimbench -- --zk 127.0.0.1:2181
 //! bash etcd/etcd.sh start                    # one member on 127.0.0.1:2379
 //! cargo run --release --example claimbench -- --etcd 127.0.0.1:2379
+//! bash kube/kube.sh start /tmp/kube          # an API server, its etcd on 127.0.0.1:2379-2381
+//! cargo run --release --example claimbench -- --kubeconfig /tmp/kube/idcar.kubeconfig \
+//!   --kube-etcd 127.0.0.1:2379,127.0.0.1:2380,127.0.0.1:2381
 //! ```
 //!
 //! Each negotiator has its own ZooKeeper session (or etcd lease and connection), as separate
@@ -58,6 +62,16 @@ struct Args {
     /// Every negotiator's --idle-horizon (idcar's default).
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
     idle_horizon: Duration,
+    /// A kubeconfig: benchmark Lease objects in its context's namespace through that API
+    /// server (as the service account `kube/kube.sh` writes one for).
+    #[arg(long)]
+    kubeconfig: Option<std::path::PathBuf>,
+    /// With --kubeconfig: the API server's etcd, where its writes are counted.
+    #[arg(long)]
+    kube_etcd: Option<String>,
+    /// With --kubeconfig: every negotiator's --kube-ttl.
+    #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
+    kube_ttl: Duration,
     /// The etcd leases' TTL (with --etcd).
     #[arg(long, default_value = "6s", value_parser = humantime::parse_duration)]
     etcd_ttl: Duration,
@@ -109,6 +123,18 @@ fn negotiator(args: &Args, root: &str, cluster: u8) -> (LeaseHandle, Arc<LeaseMe
         planted: Default::default(),
         part: Default::default(),
     };
+    if let Some(kubeconfig) = &args.kubeconfig {
+        let store = idcar::lease::kube::KubeConfig {
+            kubeconfig: Some(kubeconfig.clone()),
+            namespace: None,
+            ttl: args.kube_ttl,
+        };
+        // Object names: the root as a DNS label.
+        let mut pool = pool;
+        pool.root = root.trim_start_matches('/').replace('/', "-");
+        let lease = idcar::lease::kube::start(store, pool, scheme, clock, metrics.clone());
+        return (lease, metrics);
+    }
     let lease = match &args.etcd {
         None => {
             let store = ZkConfig {
@@ -195,7 +221,7 @@ async fn main() -> anyhow::Result<()> {
     );
 
     // 3. Store writes per holder, one contender waiting.
-    let counter = Counter::new(&args.zk, args.etcd.as_deref()).await?;
+    let counter = counter(&args).await?;
     // The waiter's word reaches the holders, and their marks come down, first.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let before = counter.writes().await?;
@@ -215,6 +241,19 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Where the store benchmarked counts its writes: ZooKeeper's zxid, etcd's revision, or the
+/// revision of the API server's etcd (its own writes, one lease renewal every 10 s, included:
+/// a hundredth of a 1,000-holder fleet's).
+async fn counter(args: &Args) -> anyhow::Result<Counter> {
+    match (&args.kubeconfig, &args.kube_etcd) {
+        (Some(_), Some(etcd)) => Counter::new("", Some(etcd)).await,
+        (Some(_), None) => {
+            anyhow::bail!("--kubeconfig needs --kube-etcd: where the writes are counted")
+        }
+        (None, _) => Counter::new(&args.zk, args.etcd.as_deref()).await,
+    }
+}
+
 fn percentile(v: &mut [Duration], p: f64) -> Duration {
     v.sort();
     v[((v.len() - 1) as f64 * p).round() as usize]
@@ -224,7 +263,7 @@ fn percentile(v: &mut [Duration], p: f64) -> Duration {
 async fn rolling_restart(args: &Args, root: &str) -> anyhow::Result<()> {
     let n = args.sidecars;
     let cluster = |i: usize| (i % usize::from(args.clusters.max(1))) as u8;
-    let counter = Counter::new(&args.zk, args.etcd.as_deref()).await?;
+    let counter = counter(&args).await?;
     let (t, w0) = (Instant::now(), counter.writes().await?);
     let mut fleet: Vec<_> = (0..n).map(|i| negotiator(args, root, cluster(i))).collect();
     for (lease, _) in &fleet {
@@ -241,12 +280,16 @@ async fn rolling_restart(args: &Args, root: &str) -> anyhow::Result<()> {
     let before = counter.writes().await?;
     tokio::time::sleep(args.renew_window).await;
     let per_s = (counter.writes().await? - before) as f64 / args.renew_window.as_secs_f64();
-    let (pings, what) = match &args.etcd {
-        None => (
+    let (pings, what) = match (&args.etcd, &args.kubeconfig) {
+        (_, Some(_)) => (
+            0.0,
+            "pings (Kubernetes has none: session renewals are writes, counted)",
+        ),
+        (None, None) => (
             n as f64 / 2.0,
             "session pings (one per third of the 6 s session)",
         ),
-        Some(_) => (
+        (Some(_), None) => (
             n as f64 / (args.etcd_ttl.as_secs_f64() / 3.0),
             "lease keep-alives (one per third of the TTL)",
         ),

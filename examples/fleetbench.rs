@@ -9,6 +9,10 @@
 //! bash etcd/etcd.sh start cluster /tmp/etcd3
 //! target/release/examples/fleetbench --idcar target/release/idcar --store-dir /tmp/etcd3 \
 //!   --etcd 127.0.0.1:2379,127.0.0.1:2380,127.0.0.1:2381 --instances 300
+//! bash kube/kube.sh start /tmp/kube
+//! target/release/examples/fleetbench --idcar target/release/idcar --store-dir /tmp/kube \
+//!   --kubeconfig /tmp/kube/idcar.kubeconfig \
+//!   --kube-etcd 127.0.0.1:2379,127.0.0.1:2380,127.0.0.1:2381 --instances 300
 //! ```
 //!
 //! and the same with `--full` for pools that are full with no one waiting.
@@ -55,7 +59,16 @@ struct Args {
     /// etcd endpoints: benchmark etcd instead of ZooKeeper.
     #[arg(long)]
     etcd: Option<String>,
-    /// Where the store's servers keep their pid files (DIR/*/pid), for their CPU.
+    /// A kubeconfig: benchmark Lease objects through that API server (in its context's
+    /// namespace, as the service account `kube/kube.sh` writes one for).
+    #[arg(long)]
+    kubeconfig: Option<String>,
+    /// With --kubeconfig: the API server's etcd, where its writes are counted (the API
+    /// server's own, a lease renewal every 10 s, included).
+    #[arg(long)]
+    kube_etcd: Option<String>,
+    /// Where the store's servers keep their pid files (DIR/*/pid, DIR/*.pid, DIR/*/*/pid), for
+    /// their CPU.
     #[arg(long)]
     store_dir: Option<PathBuf>,
     /// idcar processes.
@@ -111,9 +124,19 @@ fn store_pids(args: &Args) -> Vec<u32> {
         return Vec::new();
     };
     let mut pids = Vec::new();
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        if let Ok(p) = std::fs::read_to_string(e.path().join("pid")) {
+    let mut read = |path: PathBuf| {
+        if let Ok(p) = std::fs::read_to_string(path) {
             pids.extend(p.trim().parse::<u32>().ok());
+        }
+    };
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = e.path();
+        if path.extension().is_some_and(|x| x == "pid") {
+            read(path.clone());
+        }
+        read(path.join("pid"));
+        for inner in std::fs::read_dir(&path).into_iter().flatten().flatten() {
+            read(inner.path().join("pid"));
         }
     }
     pids
@@ -143,11 +166,19 @@ fn main() -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let counter = rt.block_on(Counter::new(&args.zk, args.etcd.as_deref()))?;
+    let counted = match (&args.kubeconfig, &args.kube_etcd) {
+        (Some(_), Some(etcd)) => Some(etcd.as_str()),
+        (Some(_), None) => {
+            anyhow::bail!("--kubeconfig needs --kube-etcd: where writes are counted")
+        }
+        (None, _) => args.etcd.as_deref(),
+    };
+    let counter = rt.block_on(Counter::new(&args.zk, counted))?;
     let fleet = Fleet::new(
         args.idcar.clone(),
         &args.zk,
         args.etcd.as_deref(),
+        args.kubeconfig.as_deref(),
         &args.extra,
         args.logs.clone(),
     )?;
@@ -162,10 +193,10 @@ fn main() -> anyhow::Result<()> {
         !args.full || (0..args.clusters).all(|c| (1..=64).contains(&b.pool_size(c))),
         "--full: 1 to 64 instances per pool"
     );
-    let store = if args.etcd.is_some() {
-        "etcd"
-    } else {
-        "ZooKeeper"
+    let store = match (&args.etcd, &args.kubeconfig) {
+        (_, Some(_)) => "Kubernetes",
+        (Some(_), None) => "etcd",
+        (None, None) => "ZooKeeper",
     };
     let pools = if args.full {
         let sizes: Vec<String> = (0..args.clusters)
@@ -255,12 +286,21 @@ impl Bench<'_> {
             reach[0], reach[1], reach[2]
         );
         self.pools(all);
-        let what = if args.etcd.is_some() {
-            "etcd keep-alives/s (one per lease per 2 s at --etcd-ttl 6s)"
-        } else {
-            "ZooKeeper pings/s (one per session per 2 s at --zk-session-timeout 6s)"
+        let what = match (&args.etcd, &args.kubeconfig) {
+            (_, Some(_)) => None,
+            (Some(_), None) => Some("etcd keep-alives/s (one per lease per 2 s at --etcd-ttl 6s)"),
+            (None, None) => {
+                Some("ZooKeeper pings/s (one per session per 2 s at --zk-session-timeout 6s)")
+            }
         };
-        println!("  {:.0} {what}, not writes", n as f64 / 2.0);
+        match what {
+            Some(what) => println!("  {:.0} {what}, not writes", n as f64 / 2.0),
+            None => println!(
+                "  Kubernetes has no pings: the session renewals are writes, counted above \
+                 (mark writes subtracted: {:.4} session renewals/s per holder)",
+                (writes as f64 - own) / secs / n as f64
+            ),
+        }
         if !self.pids.is_empty() {
             println!(
                 "  store CPU: {:.1}% of one core for the {} servers together",

@@ -38,19 +38,26 @@ pub struct Fleet {
 }
 
 impl Fleet {
-    /// For ZooKeeper at `zk`, or etcd at `etcd` when given; sockets and logs in `keep` (kept
-    /// afterwards) or a temporary directory.
+    /// For ZooKeeper at `zk`, or etcd at `etcd` when given, or Lease objects through the API
+    /// server of `kubeconfig` when given; sockets and logs in `keep` (kept afterwards) or a
+    /// temporary directory.
     pub fn new(
         idcar: PathBuf,
         zk: &str,
         etcd: Option<&str>,
+        kubeconfig: Option<&str>,
         extra: &[String],
         keep: Option<PathBuf>,
     ) -> anyhow::Result<Self> {
-        let store = match etcd {
-            Some(e) => ["--etcd", e, "--etcd-prefix"],
-            None => ["--zk", zk, "--zk-root"],
+        let store = match (etcd, kubeconfig) {
+            (_, Some(k)) => ["--kubeconfig", k, "--kube-prefix"],
+            (Some(e), None) => ["--etcd", e, "--etcd-prefix"],
+            (None, None) => ["--zk", zk, "--zk-root"],
         };
+        let mut extra = extra.to_vec();
+        if kubeconfig.is_some() {
+            extra.insert(0, "--kube".to_string());
+        }
         let stamp = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default()
@@ -68,8 +75,11 @@ impl Fleet {
         Ok(Fleet {
             idcar,
             store: store.map(String::from),
-            root: format!("/idcar-fleet/{stamp}"),
-            extra: extra.to_vec(),
+            root: match kubeconfig {
+                Some(_) => format!("idcar-fleet-{stamp}"),
+                None => format!("/idcar-fleet/{stamp}"),
+            },
+            extra,
             dir,
             _tmp: tmp,
         })

@@ -19,6 +19,14 @@ pub struct Kube {
     timeout: Duration,
 }
 
+/// A change of a watched object.
+pub enum Event {
+    /// Created or changed: the object now.
+    Put(Lease),
+    /// Deleted: the object as it was.
+    Gone(Lease),
+}
+
 /// How an API call failed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum KubeError {
@@ -118,7 +126,27 @@ impl Kube {
     /// The objects with `labels` (a label selector), read at one moment, and the list's
     /// resource version (for a watch from it).
     pub async fn list(&self, what: &str, labels: &str) -> Result<(Vec<Lease>, String), KubeError> {
-        let lp = ListParams::default().labels(labels);
+        self.list_with(what, ListParams::default().labels(labels))
+            .await
+    }
+
+    /// As [`Kube::list`], served from the API server's cache (`resourceVersion=0`): possibly a
+    /// moment old, and no read of its etcd — for followers that only need hints (the gauges,
+    /// who waits), never for a decision a compare-and-set does not fence.
+    pub async fn list_cached(
+        &self,
+        what: &str,
+        labels: &str,
+    ) -> Result<(Vec<Lease>, String), KubeError> {
+        self.list_with(what, ListParams::default().labels(labels).match_any())
+            .await
+    }
+
+    async fn list_with(
+        &self,
+        what: &str,
+        lp: ListParams,
+    ) -> Result<(Vec<Lease>, String), KubeError> {
         let list = self.bounded(what, self.api.list(&lp)).await?;
         let rv = list.metadata.resource_version.unwrap_or_default();
         Ok((list.items, rv))
@@ -163,6 +191,39 @@ impl Kube {
             Err(KubeError::Conflict(_)) => Ok(false),
             Err(e) => Err(e),
         }
+    }
+
+    /// The changes after `version` of the objects with `labels`, as they come (the objects
+    /// themselves: no read follows); the stream ends after `trusted`, or at an error or an
+    /// expired version (the caller lists again).
+    pub async fn events(
+        &self,
+        labels: &str,
+        version: &str,
+        trusted: Duration,
+    ) -> Result<impl futures_util::Stream<Item = Event> + Send + use<>, KubeError> {
+        let secs = trusted.as_secs().clamp(1, 290) as u32;
+        let wp = WatchParams::default().labels(labels).timeout(secs);
+        let stream = self
+            .bounded("watching the pool", self.api.watch(&wp, version))
+            .await?;
+        Ok(stream
+            .take_while(|e| {
+                std::future::ready(matches!(
+                    e,
+                    Ok(WatchEvent::Added(_)
+                        | WatchEvent::Modified(_)
+                        | WatchEvent::Deleted(_)
+                        | WatchEvent::Bookmark(_))
+                ))
+            })
+            .filter_map(|e| {
+                std::future::ready(match e {
+                    Ok(WatchEvent::Added(l) | WatchEvent::Modified(l)) => Some(Event::Put(l)),
+                    Ok(WatchEvent::Deleted(l)) => Some(Event::Gone(l)),
+                    _ => None,
+                })
+            }))
     }
 
     /// Resolves at the first change after `version` of the objects `selector` names (a label

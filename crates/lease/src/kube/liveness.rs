@@ -1,11 +1,13 @@
-//! Sessions judged by their renewals as this process sees them: a session object whose
-//! `resourceVersion` has not changed for its whole declared duration, watched without a gap on
-//! this process's monotonic clock, is taken as ended. No clock of another host is read (a
+//! Sessions judged by their renewals as this process sees them: a session whose object's
+//! `resourceVersion`, and those of the slot objects it holds, have not changed for its whole
+//! declared duration, watched without a gap on this process's monotonic clock, is taken as
+//! ended. A holder's mark writes so count as renewals: it renews its session object only when
+//! it wrote no mark for a third of the duration. No clock of another host is read (a
 //! renewal's `renewTime` is for people), so skewed clocks cannot end a live session early; and
 //! a gap in this process's own reads (the API server down, this pod cut off) starts the watch
 //! over, so an outage everyone shared ends nobody's session.
 
-use super::objects::{duration, name, version};
+use super::objects::{duration, holder, name, version};
 use k8s_openapi::api::coordination::v1::Lease;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
@@ -42,8 +44,14 @@ pub struct Judged {
 
 impl Observer {
     /// Judges the session objects of one successful list (`sessions`: every session of the
-    /// pool, read at one moment).
-    pub fn judge(&self, sessions: &[&Lease]) -> Judged {
+    /// pool, `slots`: every slot object, read at one moment).
+    pub fn judge(&self, sessions: &[&Lease], slots: &[&Lease]) -> Judged {
+        let mut held: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for slot in slots {
+            if let Some(h) = holder(slot) {
+                held.entry(h).or_default().push(version(slot));
+            }
+        }
         let now = Instant::now();
         let mut seen = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         if seen.last_read.is_none_or(|at| now.duration_since(at) > GAP) {
@@ -53,14 +61,18 @@ impl Observer {
         let mut judged = Judged::default();
         let mut kept = BTreeMap::new();
         for s in sessions {
-            let (n, v) = (name(s).to_string(), version(s).to_string());
+            let n = name(s).to_string();
+            // What changes with every renewal: the object, or a slot it holds (a mark write).
+            let mut slots = held.get(n.as_str()).cloned().unwrap_or_default();
+            slots.sort_unstable();
+            let v = format!("{}/{}", version(s), slots.join(","));
             let since = match seen.sessions.get(&n) {
                 Some((was, since)) if *was == v => *since,
                 _ => now,
             };
             let left = duration(s).saturating_sub(now.duration_since(since));
             if left.is_zero() {
-                judged.ended.push((n.clone(), v.clone()));
+                judged.ended.push((n.clone(), version(s).to_string()));
             } else {
                 judged.next = Some(judged.next.map_or(left, |x| x.min(left)));
                 judged.alive.insert(n.clone());
@@ -74,13 +86,14 @@ impl Observer {
     /// Whether one session, read alone just now, is live (a session not seen before is).
     pub fn live(&self, session: &Lease) -> bool {
         let now = Instant::now();
-        let mut seen = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let seen = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        // Seen in a list, its version also counts its slots: compared by the object's own
+        // part; a session seen only now is live.
         let (n, v) = (name(session).to_string(), version(session).to_string());
         let since = match seen.sessions.get(&n) {
-            Some((was, since)) if *was == v => *since,
+            Some((was, since)) if was.split('/').next() == Some(v.as_str()) => *since,
             _ => now,
         };
-        seen.sessions.insert(n, (v, since));
         now.duration_since(since) < duration(session)
     }
 }
@@ -109,22 +122,42 @@ mod tests {
     async fn a_session_ends_only_after_its_duration_unrenewed_without_a_gap() {
         let o = Observer::default();
         let a = session("a", "1", 3);
-        let j = o.judge(&[&a]);
+        let j = o.judge(&[&a], &[]);
         assert!(j.alive.contains("a") && j.ended.is_empty());
         assert_eq!(j.next, Some(Duration::from_secs(3)));
         // Renewed: the watch starts over.
         tokio::time::advance(Duration::from_secs(2)).await;
         let a2 = session("a", "2", 3);
-        assert!(o.judge(&[&a2]).alive.contains("a"));
+        assert!(o.judge(&[&a2], &[]).alive.contains("a"));
         tokio::time::advance(Duration::from_secs(2)).await;
-        assert!(o.judge(&[&a2]).alive.contains("a"));
+        assert!(o.judge(&[&a2], &[]).alive.contains("a"));
         tokio::time::advance(Duration::from_millis(1001)).await;
-        let j = o.judge(&[&a2]);
+        let j = o.judge(&[&a2], &[]);
         assert_eq!(j.ended, vec![("a".to_string(), "2".to_string())]);
         // A gap in our own reads: nothing is known of it, the watch starts over.
         tokio::time::advance(Duration::from_secs(11)).await;
-        assert!(o.judge(&[&a2]).alive.contains("a"));
+        assert!(o.judge(&[&a2], &[]).alive.contains("a"));
         // One read alone: a session first seen now is live.
         assert!(o.live(&session("b", "7", 3)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_mark_written_to_a_slot_it_holds_renews_a_session() {
+        let o = Observer::default();
+        let a = session("a", "1", 3);
+        let mut slot = session("slot-0", "10", 3);
+        slot.spec.as_mut().unwrap().holder_identity = Some("a".into());
+        assert!(o.judge(&[&a], &[&slot]).alive.contains("a"));
+        for v in ["11", "12", "13"] {
+            tokio::time::advance(Duration::from_secs(2)).await;
+            slot.metadata.resource_version = Some(v.into());
+            assert!(
+                o.judge(&[&a], &[&slot]).alive.contains("a"),
+                "renewed by {v}"
+            );
+        }
+        tokio::time::advance(Duration::from_millis(3001)).await;
+        let j = o.judge(&[&a], &[&slot]);
+        assert_eq!(j.ended, vec![("a".to_string(), "1".to_string())]);
     }
 }

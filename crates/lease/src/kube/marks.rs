@@ -23,6 +23,9 @@ pub struct KubeMarks {
     pub(crate) identity: Option<String>,
     /// Whether mark writes keep the witness ([`crate::protocol::Protocol::keeps_witness`]).
     pub(crate) witness: bool,
+    /// When a mark was last written: the session's renewals wait for a third of its duration
+    /// after it (claimants count the slot's change as a renewal).
+    pub(crate) wrote: super::session::Wrote,
 }
 
 impl KubeMarks {
@@ -35,6 +38,7 @@ impl KubeMarks {
             session,
             identity,
             witness: true,
+            wrote: Default::default(),
         }
     }
 }
@@ -148,6 +152,7 @@ impl MarkStore for KubeMarks {
                 }
                 e => store_error(e),
             })?;
+        super::session::written(&self.wrote);
         Self::version_of(&l)
     }
 

@@ -25,7 +25,8 @@
 //!
 //! - `api`: the client (kube-rs), bounded calls, errors as the negotiation takes them;
 //! - `objects`: names, labels, annotations, and what a Lease object says;
-//! - `liveness`: sessions judged by their renewals as this process sees them;
+//! - `liveness`: sessions judged by their renewals as this process sees them; `look`: one look
+//!   at the pool, the queue, a slot taken in one compare-and-set;
 //! - `session`: open, renew and close a session; `record`: parameters and identity;
 //! - `slots`: the session as the negotiation's [`Session`](crate::pool::Session);
 //! - `marks`: slot objects as the protocol's [`MarkStore`](crate::protocol::MarkStore);
@@ -33,6 +34,7 @@
 
 mod api;
 mod liveness;
+mod look;
 mod marks;
 pub mod objects;
 pub mod pool;

@@ -1,59 +1,119 @@
-//! The pool as Lease objects hold it: gauges for this instance's metrics (which also keep
-//! this process watching the pool's sessions, so a claim judges them at once), a look for
-//! spares, and `idcar pool --kube`'s report (the same report, rendered the same way, as for
-//! the other stores).
+//! The pool as Lease objects hold it: followed by each lease (who waits, whether the pool is
+//! full, the gauges: one list and a watch, so this process keeps judging the pool's sessions
+//! and a claim judges them at once), a look for spares, and `idcar pool --kube`'s report (the
+//! same report, rendered the same way, as for the other stores).
 
-use super::api::{Kube, KubeError};
+use super::api::{Event, Kube, KubeError};
 use super::objects::{self, annotation, holder, queued, Names, IDENTITY, OWNER, PARAMS};
 use super::record::identity_of;
 use super::session::KubeSession;
+use crate::metrics::LeaseMetrics;
 use crate::pool::report::{effective_pool_size, ClusterReport, IdentityReport, SlotReport, Waiter};
 use crate::pool::spare::Looked;
 use crate::pool::tree::parse_owner;
-use crate::pool::Negotiation;
-use std::collections::BTreeSet;
+use k8s_openapi::api::coordination::v1::Lease;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
-use tokio::task::JoinHandle;
 
-/// How often the pool gauges are read (within the liveness observer's gap).
-const GAUGE_EVERY: Duration = Duration::from_secs(5);
+/// How long one watch of the pool is trusted before the pool is listed again.
+const FOLLOW_TRUSTED: Duration = Duration::from_secs(60);
 
-/// Follows the pool into the gauges (held slots, waiting sessions) every 5 s, and says on
-/// `full` whether every slot of the pool is held.
-pub(crate) fn spawn_gauges(me: KubeSession, neg: &Negotiation) -> JoinHandle<()> {
-    let (metrics, full, pool) = (
-        neg.proto.metrics.clone(),
-        neg.proto.part.full.clone(),
-        neg.cfg.pool_size,
-    );
-    tokio::spawn(async move {
+/// Follows the pool — one list from the API server's cache, then its watch, each change applied
+/// to the copy (no read per change) — and says on `tx` whether anyone waits for a slot, on the
+/// session's `busy` whether anyone waits or every slot is held, and (`gauges`: the instance's
+/// first lease) sets the pool gauges and says on `full` whether every slot is held.
+pub(crate) async fn follow(
+    me: KubeSession,
+    pool: u32,
+    tx: tokio::sync::watch::Sender<bool>,
+    gauges: Option<(Arc<LeaseMetrics>, Arc<tokio::sync::watch::Sender<bool>>)>,
+) {
+    use futures_util::StreamExt;
+    for _ in 0..u32::MAX {
+        let Ok((items, version)) = me
+            .kube
+            .list_cached("following the pool", &me.names.all())
+            .await
+        else {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            continue;
+        };
+        let mut copy: BTreeMap<String, Lease> = items
+            .into_iter()
+            .map(|l| (objects::name(&l).to_string(), l))
+            .collect();
+        let mut next = publish(&me, &copy, &version, pool, &tx, gauges.as_ref()).await;
+        let Ok(events) = me
+            .kube
+            .events(&me.names.all(), &version, FOLLOW_TRUSTED)
+            .await
+        else {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            continue;
+        };
+        let mut events = std::pin::pin!(events);
         loop {
-            if let Ok(snap) = me.snapshot("reading the pool").await {
-                let held = snap
-                    .slots
-                    .iter()
-                    .filter(|(n, l)| {
-                        **n < pool && holder(l).is_some_and(|h| snap.judged.alive.contains(h))
-                    })
-                    .count();
-                let waiting = snap
-                    .sessions
-                    .iter()
-                    .filter(|s| queued(s).is_some() && snap.judged.alive.contains(objects::name(s)))
-                    .count();
-                metrics.pool_held.set(held as i64);
-                metrics.pool_waiting.set(waiting as i64);
-                full.send_if_modified(|f| std::mem::replace(f, held >= pool as usize) != *f);
+            // A session may be judged over meanwhile: looked at again then, without a read.
+            let event = match tokio::time::timeout(next, events.next()).await {
+                Ok(Some(e)) => Some(e),
+                Ok(None) => break,
+                Err(_) => None,
+            };
+            match event {
+                Some(Event::Put(l)) => {
+                    copy.insert(objects::name(&l).to_string(), l);
+                }
+                Some(Event::Gone(l)) => {
+                    copy.remove(objects::name(&l));
+                }
+                None => {}
             }
-            tokio::time::sleep(GAUGE_EVERY).await;
+            next = publish(&me, &copy, &version, pool, &tx, gauges.as_ref()).await;
         }
-    })
+    }
+}
+
+/// Judges the pool's copy and says what [`follow`] says: how long until a session may be
+/// judged over (or a minute).
+async fn publish(
+    me: &KubeSession,
+    copy: &BTreeMap<String, Lease>,
+    version: &str,
+    pool: u32,
+    tx: &tokio::sync::watch::Sender<bool>,
+    gauges: Option<&(Arc<LeaseMetrics>, Arc<tokio::sync::watch::Sender<bool>>)>,
+) -> Duration {
+    let snap = me
+        .judged(copy.values().cloned().collect(), version.to_string(), false)
+        .await;
+    let (waiting, full) = me.busy(&snap, pool);
+    crate::pool::say(tx, waiting);
+    crate::pool::say(&me.busy, waiting || full);
+    if let Some((metrics, all_held)) = gauges {
+        let held = snap
+            .slots
+            .iter()
+            .filter(|(n, l)| **n < pool && holder(l).is_some_and(|h| snap.judged.alive.contains(h)))
+            .count();
+        let queued = snap
+            .sessions
+            .iter()
+            .filter(|s| queued(s).is_some() && snap.judged.alive.contains(objects::name(s)))
+            .count();
+        metrics.pool_held.set(held as i64);
+        metrics.pool_waiting.set(queued as i64);
+        all_held.send_if_modified(|f| std::mem::replace(f, held >= pool as usize) != *f);
+    }
+    snap.judged
+        .next
+        .map_or(Duration::from_secs(60), |n| n + Duration::from_millis(50))
 }
 
 /// One look at the pool for `give_back_when_asked`: whether every slot is held, and the head
 /// of the queue (session name, owner record); `None` when the API server did not answer.
 pub(crate) async fn look(me: &KubeSession, pool: u32) -> Option<Looked> {
-    let snap = me.snapshot("looking at the pool").await.ok()?;
+    let snap = me.cached_snapshot("looking at the pool").await.ok()?;
     let held = (0..pool)
         .filter(|n| {
             snap.slots

@@ -24,9 +24,12 @@ pub struct KubeSession {
     /// The identity agreed (the params object's uid, as the slots are stamped); `None` until
     /// agreed, or never checked (a planted bug).
     pub(crate) identity: Option<String>,
-    /// Whether anyone waits for a slot of the pool (as the session's demand follower saw it):
-    /// the session then declares its short duration.
-    pub(crate) waiting: Arc<tokio::sync::watch::Sender<bool>>,
+    /// Whether anyone waits for a slot of the pool or every slot is held, as the session's
+    /// demand follower saw it (true until it has looked): the session then declares its short
+    /// duration.
+    pub(crate) busy: Arc<tokio::sync::watch::Sender<bool>>,
+    /// When a mark was last written to a slot of this session.
+    pub(crate) wrote: Wrote,
 }
 
 /// Creates this lease's session object (files read again now).
@@ -38,11 +41,8 @@ pub(crate) async fn open(cfg: &KubeConfig, neg: &Negotiation) -> Result<KubeSess
     let mut lease = objects::object(&names, &name, "session", BTreeMap::new());
     if let Some(spec) = lease.spec.as_mut() {
         spec.holder_identity = Some(neg.instance.clone());
-        let declared = match *neg.proto.part.full.borrow() {
-            true => cfg.ttl,
-            false => idle_duration(cfg.ttl),
-        };
-        spec.lease_duration_seconds = Some(declared.as_secs().clamp(1, 3600) as i32);
+        // Busy until the session has looked at the pool.
+        spec.lease_duration_seconds = Some(cfg.ttl.as_secs().clamp(1, 3600) as i32);
         let now = objects::micro_time(std::time::SystemTime::now());
         spec.acquire_time = Some(now.clone());
         spec.renew_time = Some(now);
@@ -55,15 +55,25 @@ pub(crate) async fn open(cfg: &KubeConfig, neg: &Negotiation) -> Result<KubeSess
         names,
         observer: Arc::new(Observer::default()),
         identity: None,
-        waiting: Arc::new(tokio::sync::watch::channel(false).0),
+        busy: Arc::new(tokio::sync::watch::channel(true).0),
+        wrote: Wrote::default(),
     })
 }
 
-/// Whether every slot of the pool is held, and whether anyone waits for one.
-pub(crate) type Busy = (
-    tokio::sync::watch::Receiver<bool>,
-    tokio::sync::watch::Receiver<bool>,
-);
+/// Whether every slot of the pool is held or anyone waits for one (see [`KubeSession::busy`]).
+pub(crate) type Busy = tokio::sync::watch::Receiver<bool>;
+
+/// When this session last wrote a mark to a slot it holds (shared with its marks).
+pub(crate) type Wrote = Arc<std::sync::Mutex<Option<tokio::time::Instant>>>;
+
+fn last_write(wrote: &Wrote) -> Option<tokio::time::Instant> {
+    *wrote.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Says that a mark was written now.
+pub(crate) fn written(wrote: &Wrote) {
+    *wrote.lock().unwrap_or_else(|e| e.into_inner()) = Some(tokio::time::Instant::now());
+}
 
 /// How long a session declares it stays held while its pool has room: a crashed holder's
 /// slot is then needed by no one soon, and renewals every third of it cost the API server no
@@ -72,7 +82,8 @@ pub fn idle_duration(ttl: Duration) -> Duration {
     ttl.max(Duration::from_secs(60))
 }
 
-/// Renews the session object every third of the duration it declares — `ttl` while every
+/// Renews the session object every third of the duration it declares (a mark written to a
+/// slot it holds counts: see [`super::liveness`]) — `ttl` while every
 /// slot of the pool is held or anyone waits for one (`busy`: a crashed holder's slot is then
 /// wanted soon), else [`idle_duration`] — at once when that changes; cancels `ended` once it
 /// is gone (deleted: someone saw it unrenewed for its duration, or an operator).
@@ -84,38 +95,40 @@ pub(crate) async fn renew(
     kube: Kube,
     name: String,
     ttl: Duration,
-    (mut full, mut waiting): Busy,
+    mut busy: Busy,
+    wrote: Wrote,
     ended: CancellationToken,
 ) {
-    let mut declared = match *full.borrow() || *waiting.borrow() {
-        true => ttl,
-        false => idle_duration(ttl),
-    };
+    // As the session object was created.
+    let mut declared = ttl;
+    let mut renewed = tokio::time::Instant::now();
     let mut failed = false;
     let mut failing = Repeated::new("renewing the Kubernetes session failed");
     let why = loop {
-        let busy = *full.borrow_and_update() | *waiting.borrow_and_update();
-        let wanted = match busy {
+        let wanted = match *busy.borrow_and_update() {
             true => ttl,
             false => idle_duration(ttl),
         };
-        let wait = match (failed, wanted != declared) {
-            (_, true) => Duration::ZERO,
-            (true, false) => Duration::from_millis(500).min(declared / 3),
-            (false, false) => declared / 3,
+        // A mark written to a slot of ours renews the session as claimants see it.
+        let last = last_write(&wrote).map_or(renewed, |w| w.max(renewed));
+        let until = match (failed, wanted != declared) {
+            (_, true) => tokio::time::Instant::now(),
+            (true, false) => {
+                tokio::time::Instant::now() + Duration::from_millis(500).min(declared / 3)
+            }
+            (false, false) => last + declared / 3,
         };
         tokio::select! {
-            () = tokio::time::sleep(wait) => {}
-            changed = full.changed() => {
-                if changed.is_err() {
-                    // No one says whether the pool is full any more: the short duration.
-                    full = tokio::sync::watch::channel(true).1;
+            () = tokio::time::sleep_until(until) => {
+                let last = last_write(&wrote).map_or(renewed, |w| w.max(renewed));
+                if !failed && wanted == declared && last + declared / 3 > tokio::time::Instant::now() {
+                    continue;
                 }
-                continue;
             }
-            changed = waiting.changed() => {
+            changed = busy.changed() => {
                 if changed.is_err() {
-                    waiting = tokio::sync::watch::channel(true).1;
+                    // No one says whether the pool is busy any more: the short duration.
+                    busy = tokio::sync::watch::channel(true).1;
                 }
                 continue;
             }
@@ -128,6 +141,7 @@ pub(crate) async fn renew(
                 failing.ended();
                 failed = false;
                 declared = wanted;
+                renewed = tokio::time::Instant::now();
             }
             Err(KubeError::NotFound(e)) => break e,
             Err(e) => {

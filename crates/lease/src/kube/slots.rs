@@ -11,178 +11,16 @@
 //!   ahead is the live session with the next-lower ticket.
 
 use super::api::KubeError;
-use super::liveness::Judged;
 use super::marks::KubeMarks;
-use super::objects::{
-    self, annotate, annotation, holder, queued, OWNER, QUEUED, STAMP, TICKETS, WANTS,
-};
+use super::objects::{self, holder, OWNER, QUEUED, WANTS};
 use super::session::{self, KubeSession};
 use crate::identity::Record;
-use crate::pool::tree::{parse_owner, Marked, Owner};
+use crate::pool::tree::{Marked, Owner};
 use crate::pool::{Change, Fault, Look, Negotiation, Recorded, Session, Took};
-use crate::protocol::Stored;
-use k8s_openapi::api::coordination::v1::Lease;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-
-/// A waiting claimant looks again at least this often (a watch only saves polling).
-const RECHECK: Duration = Duration::from_secs(2);
-
-/// The pool's objects at one moment.
-pub(crate) struct Snapshot {
-    pub slots: BTreeMap<u32, Lease>,
-    pub sessions: Vec<Lease>,
-    pub judged: Judged,
-    /// The list's version, for a watch from it.
-    pub version: String,
-}
-
-impl KubeSession {
-    /// Lists the pool's objects and judges its sessions (deleting those seen unrenewed).
-    pub(crate) async fn snapshot(&self, what: &str) -> Result<Snapshot, KubeError> {
-        let (items, version) = self.kube.list(what, &self.names.all()).await?;
-        let mut slots = BTreeMap::new();
-        let mut sessions = Vec::new();
-        for l in items {
-            match objects::role(&l) {
-                Some("slot") => {
-                    if let Some(n) = self.names.slot_of(objects::name(&l)) {
-                        slots.insert(n, l);
-                    }
-                }
-                Some("session") => sessions.push(l),
-                _ => {}
-            }
-        }
-        let judged = self.observer.judge(&sessions.iter().collect::<Vec<_>>());
-        for (name, version) in &judged.ended {
-            tracing::info!(session = %name, "a session went unrenewed for its whole duration; deleting it, which frees its slots");
-            let _ = self
-                .kube
-                .delete("ending a session seen unrenewed", name, Some(version))
-                .await;
-        }
-        Ok(Snapshot {
-            slots,
-            sessions,
-            judged,
-            version,
-        })
-    }
-
-    /// Whether `slot` may be taken under our identity.
-    fn usable(&self, slot: &Lease) -> bool {
-        self.identity
-            .as_deref()
-            .is_none_or(|id| annotation(slot, STAMP) == Some(id))
-    }
-
-    /// Whether `slot` is held by a live session other than ours.
-    fn held_by_other(&self, snap: &Snapshot, slot: &Lease) -> bool {
-        holder(slot).is_some_and(|h| h != self.name && snap.judged.alive.contains(h))
-    }
-
-    /// The next change of the pool after `snap`: a watch of its objects, bounded by the
-    /// first session that may be judged ended and by [`RECHECK`].
-    fn change(&self, snap: &Snapshot) -> Change {
-        let wait = snap.judged.next.map_or(RECHECK, |n| n.min(RECHECK));
-        let watch = self
-            .kube
-            .changed(Some(self.names.all()), None, snap.version.clone(), wait);
-        Box::pin(watch)
-    }
-
-    /// The live sessions other than ours queued, by place.
-    fn queue(&self, snap: &Snapshot) -> Vec<(u64, String, Option<Owner>)> {
-        let mut q: Vec<_> = snap
-            .sessions
-            .iter()
-            .filter(|s| objects::name(s) != self.name)
-            .filter(|s| snap.judged.alive.contains(objects::name(s)))
-            .filter_map(|s| {
-                let owner = annotation(s, OWNER).and_then(|o| parse_owner(o.as_bytes()));
-                Some((queued(s)?, objects::name(s).to_string(), owner))
-            })
-            .collect();
-        q.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
-        q
-    }
-
-    /// Draws a place in the queue from the params object's counter.
-    async fn ticket(&self) -> Result<u64, KubeError> {
-        let name = self.names.params();
-        for _ in 0..20 {
-            let Some(params) = self.kube.get("reading the queue's counter", name).await? else {
-                return Err(KubeError::NotFound(format!("{name} was deleted")));
-            };
-            let t: u64 = annotation(&params, TICKETS)
-                .and_then(|t| t.parse().ok())
-                .unwrap_or(0);
-            let patch = annotate(
-                objects::version(&params),
-                &[(TICKETS, Some((t + 1).to_string()))],
-            );
-            match self.kube.patch("queueing", name, patch).await {
-                Ok(_) => return Ok(t),
-                Err(KubeError::Conflict(_)) => continue,
-                Err(e) => return Err(e),
-            }
-        }
-        Err(KubeError::Unavailable(
-            "the queue's counter keeps changing".into(),
-        ))
-    }
-
-    /// Takes `slot` (read just now as `l`) in one compare-and-set: what was found.
-    async fn take_read(&self, l: Lease, owner: &[u8], witness: bool) -> Result<Took<u64>, Fault> {
-        let name = objects::name(&l).to_string();
-        if !self.usable(&l) {
-            return Err(Fault::SessionGone(format!(
-                "{name} is stamped with another identity: the pool was recorded anew; agreeing again"
-            )));
-        }
-        if let Some(h) = holder(&l).filter(|h| *h != self.name) {
-            let live = match self.kube.get("reading a holder's session", h).await? {
-                None => false,
-                Some(s) => self.observer.live(&s),
-            };
-            if live {
-                return Ok(Took::Taken);
-            }
-        }
-        let now = objects::micro_time(std::time::SystemTime::now());
-        let patch = serde_json::json!({
-            "metadata": {
-                "resourceVersion": objects::version(&l),
-                "annotations": {OWNER: String::from_utf8_lossy(owner)},
-            },
-            "spec": {
-                "holderIdentity": self.name,
-                "leaseDurationSeconds": self.ttl.as_secs().clamp(1, 3600),
-                "acquireTime": now,
-                "renewTime": now,
-            },
-        });
-        let taken = match self.kube.patch("claiming a slot", &name, patch).await {
-            Ok(t) => t,
-            Err(KubeError::Conflict(_)) | Err(KubeError::NotFound(_)) => return Ok(Took::Taken),
-            Err(e) => return Err(e.into()),
-        };
-        let version = objects::version_number(&taken).map_err(Fault::Fatal)?;
-        Ok(match objects::mark(&taken) {
-            Ok((mark, by)) => {
-                let mut s = Stored { mark, version, by };
-                if witness {
-                    s.raise_to_witness(objects::witness(&taken));
-                }
-                Took::Claimed(s)
-            }
-            Err(why) => Took::Unreadable(why),
-        })
-    }
-}
 
 impl Session for KubeSession {
     type Marks = KubeMarks;
@@ -195,39 +33,34 @@ impl Session for KubeSession {
             .map_or(self.name.clone(), |(_, id)| id.to_string())
     }
 
-    fn follow(&self, neg: &Negotiation, ended: CancellationToken) -> JoinHandle<()> {
+    fn follow(&self, _neg: &Negotiation, ended: CancellationToken) -> JoinHandle<()> {
         tokio::spawn(session::renew(
             self.kube.clone(),
             self.name.clone(),
             self.ttl,
-            (neg.proto.part.full.subscribe(), self.waiting.subscribe()),
+            self.busy.subscribe(),
+            self.wrote.clone(),
             ended,
         ))
     }
 
-    fn gauges(&self, neg: &Negotiation) -> JoinHandle<()> {
-        super::pool::spawn_gauges(self.watcher(), neg)
+    /// The gauges are set by the first lease's follower of the pool ([`Session::demand`]).
+    fn gauges(&self, _neg: &Negotiation) -> JoinHandle<()> {
+        tokio::spawn(std::future::pending())
     }
 
-    fn demand(&self, _neg: &Negotiation, tx: tokio::sync::watch::Sender<bool>) -> JoinHandle<()> {
-        let me = self.watcher();
-        tokio::spawn(async move {
-            for _ in 0..u32::MAX {
-                match me.snapshot("looking for contenders waiting").await {
-                    Ok(snap) => {
-                        let waiting = snap.sessions.iter().any(|s| {
-                            objects::name(s) != me.name
-                                && snap.judged.alive.contains(objects::name(s))
-                                && annotation(s, WANTS) == Some("true")
-                        });
-                        crate::pool::say(&tx, waiting);
-                        crate::pool::say(&me.waiting, waiting);
-                        me.change(&snap).await;
-                    }
-                    Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
-                }
-            }
-        })
+    /// Follows the pool ([`super::pool::follow`]): who waits; whether the session is busy
+    /// (what its renewals declare); the gauges for the instance's first lease.
+    fn demand(&self, neg: &Negotiation, tx: tokio::sync::watch::Sender<bool>) -> JoinHandle<()> {
+        let gauges = (neg.proto.part.index == 0)
+            .then(|| (neg.proto.metrics.clone(), neg.proto.part.full.clone()));
+        // An observer of its own: a follower's copy may be a moment old, and claims judge
+        // sessions only by what their own consistent reads showed.
+        let follower = KubeSession {
+            observer: Default::default(),
+            ..self.watcher()
+        };
+        tokio::spawn(super::pool::follow(follower, neg.cfg.pool_size, tx, gauges))
     }
 
     async fn want(&self, _neg: &Negotiation, wanted: bool) {
@@ -281,6 +114,7 @@ impl Session for KubeSession {
     fn marks(&self, neg: &Negotiation) -> KubeMarks {
         KubeMarks {
             witness: neg.proto.keeps_witness(),
+            wrote: self.wrote.clone(),
             ..KubeMarks::new(
                 self.kube.clone(),
                 self.names.clone(),
@@ -454,7 +288,8 @@ impl KubeSession {
             names: self.names.clone(),
             observer: self.observer.clone(),
             identity: self.identity.clone(),
-            waiting: self.waiting.clone(),
+            busy: self.busy.clone(),
+            wrote: self.wrote.clone(),
         }
     }
 }
