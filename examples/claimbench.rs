@@ -263,7 +263,7 @@ fn percentile(v: &mut [Duration], p: f64) -> Duration {
 async fn rolling_restart(args: &Args, root: &str) -> anyhow::Result<()> {
     let n = args.sidecars;
     let cluster = |i: usize| (i % usize::from(args.clusters.max(1))) as u8;
-    let counter = counter(&args).await?;
+    let counter = counter(args).await?;
     let (t, w0) = (Instant::now(), counter.writes().await?);
     let mut fleet: Vec<_> = (0..n).map(|i| negotiator(args, root, cluster(i))).collect();
     for (lease, _) in &fleet {
