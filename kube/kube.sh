@@ -64,6 +64,10 @@ KC
     kubectl=("$bin/kubectl" --kubeconfig "$dir/admin.kubeconfig")
     for _ in $(seq 1 120); do
       [ "$("${kubectl[@]}" get --raw /readyz 2>/dev/null)" = ok ] && break
+      if ! kill -0 "$(cat "$dir/apiserver.pid")" 2>/dev/null; then
+        tail -5 "$dir/apiserver.log" >&2
+        exit 1
+      fi
       sleep 0.5
     done
     "${kubectl[@]}" get --raw /readyz >/dev/null
