@@ -19,6 +19,9 @@ pub struct Kube {
     timeout: Duration,
 }
 
+/// The bound of a list, whatever the bound of one call.
+const LIST_AT_LEAST: Duration = Duration::from_secs(5);
+
 /// A change of a watched object.
 pub enum Event {
     /// Created or changed: the object now.

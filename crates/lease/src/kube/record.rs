@@ -18,7 +18,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Slot objects stamped or created at once while a pool's identity is recorded.
-const AT_ONCE: usize = 32;
+const AT_ONCE: usize = 64;
 
 /// The identity of a params object, as stamps carry it and [`Recorded::creation`] holds it.
 pub fn identity_of(params: &Lease) -> (String, i64) {
