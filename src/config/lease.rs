@@ -22,7 +22,9 @@ pub(super) fn lease_source(a: &ServeArgs, layout: &dyn Layout) -> Result<LeaseSo
     };
     // A store that keeps an object per slot caps the pool (and its default).
     let most = store.max_pool().map_or(slots, |m| m.min(slots));
-    let pool_size = a.pool_size.unwrap_or(most);
+    let pool_size = a
+        .pool_size
+        .unwrap_or(store.default_pool().map_or(most, |d| d.min(most)));
     if pool_size == 0 || pool_size > most {
         let cap = match most < slots {
             true => format!(" with {} (one object per slot)", store.describe()),

@@ -86,6 +86,17 @@ impl StoreSpec {
         }
     }
 
+    /// The pool size when none is given, if the store has its own (Kubernetes: 256 objects
+    /// created at the first start, where a layout's pool is larger).
+    pub fn default_pool(&self) -> Option<u32> {
+        match self {
+            #[cfg(feature = "kube")]
+            StoreSpec::Kube { .. } => Some(crate::kube::DEFAULT_POOL),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+
     /// The largest pool the store keeps (Kubernetes: an object per slot), if it has a limit.
     pub fn max_pool(&self) -> Option<u32> {
         match self {

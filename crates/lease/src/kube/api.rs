@@ -150,15 +150,30 @@ impl Kube {
         what: &str,
         lp: ListParams,
     ) -> Result<(Vec<Lease>, String), KubeError> {
-        let list = self.bounded(what, self.api.list(&lp)).await?;
+        // A pool of a thousand slots is a list of a megabyte: given longer than one object.
+        let bound = self.timeout.max(LIST_AT_LEAST);
+        let list = match tokio::time::timeout(bound, self.api.list(&lp)).await {
+            Ok(r) => r.map_err(|e| KubeError::of(what, e))?,
+            Err(_) => {
+                return Err(KubeError::Unavailable(format!(
+                    "{what}: no answer within {bound:?}"
+                )))
+            }
+        };
         let rv = list.metadata.resource_version.unwrap_or_default();
         Ok((list.items, rv))
     }
 
-    /// Creates `lease`; [`KubeError::Conflict`] if its name is taken.
+    /// Creates `lease`; [`KubeError::Conflict`] if its name is taken. Given as long as a list
+    /// (creates are rare: a session, a pool's objects once).
     pub async fn create(&self, what: &str, lease: &Lease) -> Result<Lease, KubeError> {
-        self.bounded(what, self.api.create(&PostParams::default(), lease))
-            .await
+        let bound = self.timeout.max(LIST_AT_LEAST);
+        match tokio::time::timeout(bound, self.api.create(&PostParams::default(), lease)).await {
+            Ok(r) => r.map_err(|e| KubeError::of(what, e)),
+            Err(_) => Err(KubeError::Unavailable(format!(
+                "{what}: no answer within {bound:?}"
+            ))),
+        }
     }
 
     /// Applies a JSON merge patch to `name` (with `metadata.resourceVersion` in it, a

@@ -44,7 +44,7 @@ mod slots;
 
 pub use api::{Kube, KubeError};
 pub use marks::KubeMarks;
-pub use objects::{check_prefix, MAX_POOL};
+pub use objects::{check_prefix, DEFAULT_POOL, MAX_POOL};
 
 use crate::handle::LeaseHandle;
 use crate::metrics::LeaseMetrics;

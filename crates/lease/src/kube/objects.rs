@@ -9,6 +9,10 @@ use std::collections::BTreeMap;
 /// identity is recorded.
 pub const MAX_POOL: u32 = 1024;
 
+/// The pool size when `--pool-size` is not given and the layout's pool is larger: every slot
+/// object is created when the pool is recorded, so a pool is sized, not the layout's by default.
+pub const DEFAULT_POOL: u32 = 256;
+
 /// Every object of a pool carries it: `<prefix>.<layout>.<cluster>`.
 pub const POOL: &str = "idcar.dev/pool";
 /// What the object is: `params`, `slot` or `session`.
