@@ -27,16 +27,7 @@ pub fn serve_args(endpoints: &str, extra: &[&str]) -> Vec<String> {
         ("--threads", "1"),
         ("--log", "info"),
     ];
-    let mut v = Vec::new();
-    for (flag, value) in defaults {
-        if !extra.contains(&flag) {
-            v.push(flag.to_string());
-            v.push(value.to_string());
-        }
-    }
-    super::idle_like_horizon(extra, &mut v);
-    v.extend(extra.iter().map(|s| s.to_string()));
-    v
+    super::with_defaults(&[], &defaults, extra)
 }
 
 /// Starts idcar in etcd mode against `endpoints` (see [`serve_args`]).

@@ -21,16 +21,7 @@ pub fn serve_args(kubeconfig: &Path, extra: &[&str]) -> Vec<String> {
         ("--threads", "1"),
         ("--log", "info,kube_client=off"),
     ];
-    let mut v = vec!["--kube".to_string()];
-    for (flag, value) in defaults {
-        if !extra.contains(&flag) {
-            v.push(flag.to_string());
-            v.push(value.to_string());
-        }
-    }
-    super::idle_like_horizon(extra, &mut v);
-    v.extend(extra.iter().map(|s| s.to_string()));
-    v
+    super::with_defaults(&["--kube"], &defaults, extra)
 }
 
 /// Starts idcar against the namespace of `kubeconfig` (see [`serve_args`]).

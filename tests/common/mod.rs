@@ -34,6 +34,21 @@ pub fn idle_like_horizon(extra: &[&str], v: &mut Vec<String>) {
     }
 }
 
+/// `serve` arguments: `lead` first, then each of `defaults` the test's `extra` does not name,
+/// the idle horizon ([`idle_like_horizon`]), then `extra` itself.
+pub fn with_defaults(lead: &[&str], defaults: &[(&str, &str)], extra: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = lead.iter().map(|s| s.to_string()).collect();
+    for (flag, value) in defaults {
+        if !extra.contains(flag) {
+            v.push(flag.to_string());
+            v.push(value.to_string());
+        }
+    }
+    idle_like_horizon(extra, &mut v);
+    v.extend(extra.iter().map(|s| s.to_string()));
+    v
+}
+
 /// A running `idcar serve`, killed on drop if still running.
 pub struct Idcar {
     pub child: Child,

@@ -52,16 +52,7 @@ pub fn serve_args(connect: &str, extra: &[&str]) -> Vec<String> {
         ("--threads", "1"),
         ("--log", "info,zookeeper_client=warn"),
     ];
-    let mut v = Vec::new();
-    for (flag, value) in defaults {
-        if !extra.contains(&flag) {
-            v.push(flag.to_string());
-            v.push(value.to_string());
-        }
-    }
-    super::idle_like_horizon(extra, &mut v);
-    v.extend(extra.iter().map(|s| s.to_string()));
-    v
+    super::with_defaults(&[], &defaults, extra)
 }
 
 /// Starts idcar in ZooKeeper mode against `connect` (see [`serve_args`]).
