@@ -32,7 +32,8 @@ case "$cmd" in
     token=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
     echo "$token,admin,admin-uid,system:masters" >"$dir/tokens.csv"
     etcds="http://127.0.0.1:$etcd_port,http://127.0.0.1:$((etcd_port + 1)),http://127.0.0.1:$((etcd_port + 2))"
-    (cd "$dir" && nohup "$bin/kube-apiserver" --etcd-servers "$etcds" \
+    (cd "$dir"
+      nohup "$bin/kube-apiserver" --etcd-servers "$etcds" \
       --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$port" \
       --tls-cert-file certs/server.crt --tls-private-key-file certs/server-key.pem \
       --client-ca-file certs/ca.pem --token-auth-file tokens.csv --authorization-mode RBAC \

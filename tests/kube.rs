@@ -128,6 +128,71 @@ async fn a_release_hands_the_slot_over_at_once() {
 }
 
 /// Without the Role, idcar says so in one line, names the Role, and never issues.
+/// An operator deletes the pool's params object (to change its parameters, or the restore
+/// procedure's step) under an idle holder that writes its mark seldom: it stops issuing within
+/// a second, as in every store — not at its next write, nor once someone records the pool
+/// anew — then agrees on the pool again and serves under the new identity.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_params_object_deleted_stops_an_idle_holder_within_a_second() {
+    let (config, ns) = tokio::task::spawn_blocking(|| shared().fresh_namespace())
+        .await
+        .unwrap();
+    let idle = ["--lease-horizon", "5s", "--idle-horizon", "60s"];
+    let a = start(&config, &idle).await;
+    a.wait_ready(LIMIT).await;
+    a.take(100).await.unwrap();
+    // Past its first writes: idle from here on.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let ns2 = ns.clone();
+    let before = tokio::task::spawn_blocking(move || {
+        let uid = uid_of(&ns2).expect("the params object");
+        shared().must(&["delete", "lease", "idcar.lable64.0", "-n", &ns2]);
+        uid
+    })
+    .await
+    .unwrap();
+    let deleted = std::time::Instant::now();
+    let why = readyz_until(&a, Duration::from_secs(10), |r| r.starts_with("not ready")).await;
+    let took = deleted.elapsed();
+    assert!(
+        took < Duration::from_secs(1),
+        "the holder stopped {took:?} after the params object was deleted: {why}"
+    );
+    assert!(
+        a.metric("idcar_lease_losses_total{reason=\"replaced\"}")
+            .await
+            .unwrap_or(0.0)
+            >= 1.0
+    );
+    // Agreed again: the pool recorded anew, under a params object of its own (its claims then
+    // wait past every mark, a minute here).
+    let deadline = std::time::Instant::now() + LIMIT;
+    loop {
+        let ns = ns.clone();
+        let now = tokio::task::spawn_blocking(move || uid_of(&ns))
+            .await
+            .unwrap();
+        if now.as_deref().is_some_and(|u| u != before) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not recorded anew: {}",
+            a.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The uid of the params object of lable64 cluster 0 in `ns`, if there is one.
+fn uid_of(ns: &str) -> Option<String> {
+    let path = "jsonpath={.metadata.uid}";
+    let uid = shared()
+        .kubectl(&["get", "lease", "idcar.lable64.0", "-n", ns, "-o", path])
+        .ok()?;
+    Some(uid.trim().to_string()).filter(|u| !u.is_empty())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_the_role_idcar_says_so_and_never_issues() {
     let config = tokio::task::spawn_blocking(|| {

@@ -46,10 +46,12 @@ pub struct Args {
     /// Mean time between two faults starting (exponential gaps; faults overlap).
     #[arg(long, default_value = "4s", value_parser = humantime::parse_duration)]
     pub(crate) fault_interval: Duration,
-    /// The store the pool lives in: a 3-node ZooKeeper ensemble or a 3-member etcd cluster.
+    /// The store the pool lives in: a 3-node ZooKeeper ensemble, a 3-member etcd cluster, or
+    /// Lease objects through a Kubernetes API server on such an etcd cluster.
     #[arg(long, value_enum, default_value_t = procs::Store::Zookeeper)]
     pub(crate) store: procs::Store,
-    /// The sidecars' --zk-session-timeout (with --store etcd: their --etcd-ttl, whole seconds).
+    /// The sidecars' --zk-session-timeout (with --store etcd: their --etcd-ttl, whole seconds,
+    /// at least 2; with --store kubernetes: their --kube-ttl, whole seconds, at least 5).
     #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
     pub(crate) zk_session_timeout: Duration,
     /// The sidecars' --lease-horizon (longer than the session timeout, so that the mark,

@@ -157,8 +157,13 @@ fn run(args: Args) -> Result<bool> {
         nem.done.len()
     );
     // A holder lost with its mark at the idle horizon (no one waited) may hold its slot's
-    // successor that long: the documented worst case.
-    let settle = expiry(&args) + args.lease_horizon.max(args.idle_horizon) + Duration::from_secs(1);
+    // successor that long: the documented worst case. With Kubernetes its session, declared
+    // while no one waited, is judged over a minute after a claimant first sees it.
+    let longest = match args.store {
+        procs::Store::Kubernetes => idcar_lease::kube::idle_duration(expiry(&args)),
+        _ => expiry(&args),
+    };
+    let settle = longest + args.lease_horizon.max(args.idle_horizon) + Duration::from_secs(1);
     let liveness = if result.is_ok() && healed.is_ok() && !INTERRUPTED.load(Ordering::SeqCst) {
         Some(liveness::liveness(&mut cl, &mut nem, &spec, settle))
     } else {
@@ -226,7 +231,7 @@ fn prepare(args: &Args, seed: u64) -> Result<Prepared> {
     } else {
         args.faults.clone()
     };
-    if args.store != procs::Store::Etcd && args.faults.contains(&Kind::Compact) {
+    if args.store == procs::Store::Zookeeper && args.faults.contains(&Kind::Compact) {
         eprintln!("campaign: note: compact is etcd's fault: not drawn with ZooKeeper");
     }
     if args.full_pool == 0 && args.faults.contains(&Kind::FullKill) {
@@ -290,6 +295,7 @@ fn start_cluster(
     let node = match args.store {
         procs::Store::Zookeeper => "zk",
         procs::Store::Etcd => "etcd",
+        procs::Store::Kubernetes => "cp",
     };
     let pools = procs::Pool::layout(
         args.sidecars,
@@ -331,12 +337,16 @@ fn start_cluster(
     Ok((cl, spec))
 }
 
-/// The sidecars' session timeout, or with etcd their lease TTL (whole seconds, at least 2),
-/// as they are given it (`--zk-session-timeout`): what the bounds count with.
+/// The sidecars' session timeout, with etcd their lease TTL (whole seconds, at least 2), with
+/// Kubernetes their sessions' declared duration when someone waits (`--kube-ttl`, whole
+/// seconds, at least 5: renewed every third of it through an API server that shares the two
+/// cores with everything else, each call given a sixth), as they are given it
+/// (`--zk-session-timeout`): what the bounds count with.
 fn expiry(args: &Args) -> Duration {
     match args.store {
         procs::Store::Zookeeper => args.zk_session_timeout,
         procs::Store::Etcd => Duration::from_secs(args.zk_session_timeout.as_secs().max(2)),
+        procs::Store::Kubernetes => Duration::from_secs(args.zk_session_timeout.as_secs().max(5)),
     }
 }
 
@@ -344,39 +354,40 @@ fn expiry(args: &Args) -> Duration {
 /// its own (its tree, size and slots per sidecar: `procs::Pool::args`).
 fn serve_args(args: &Args, connect: &str, cluster: u8) -> Vec<String> {
     let secs = |d: Duration| format!("{}ms", d.as_millis());
-    let (store_flag, expiry_flag, expiry) = match args.store {
-        procs::Store::Zookeeper => ("--zk", "--zk-session-timeout", secs(expiry(args))),
-        procs::Store::Etcd => (
-            "--etcd",
-            "--etcd-ttl",
-            format!("{}s", expiry(args).as_secs()),
-        ),
+    let whole = format!("{}s", expiry(args).as_secs());
+    let store: &[&str] = match args.store {
+        procs::Store::Zookeeper => &["--zk", connect, "--zk-session-timeout"],
+        procs::Store::Etcd => &["--etcd", connect, "--etcd-ttl"],
+        procs::Store::Kubernetes => &["--kube", "--kubeconfig", connect, "--kube-ttl"],
     };
-    let mut serve_args: Vec<String> = [
-        store_flag,
-        connect,
-        "--layout",
-        &args.layout,
-        "--cluster-id",
-        &cluster.to_string(),
-        expiry_flag,
-        &expiry,
-        "--lease-horizon",
-        &secs(args.lease_horizon),
-        "--idle-horizon",
-        &secs(args.idle_horizon),
-        "--renew-interval",
-        &secs(args.renew_interval),
-        "--shutdown-grace",
-        "3s",
-        "--log-format",
-        "json",
-        "--admin-addr",
-        "127.0.0.1:9750",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let expiry = match args.store {
+        procs::Store::Zookeeper => secs(expiry(args)),
+        _ => whole,
+    };
+    let mut serve_args: Vec<String> = store
+        .iter()
+        .copied()
+        .chain([
+            expiry.as_str(),
+            "--layout",
+            &args.layout,
+            "--cluster-id",
+            &cluster.to_string(),
+            "--lease-horizon",
+            &secs(args.lease_horizon),
+            "--idle-horizon",
+            &secs(args.idle_horizon),
+            "--renew-interval",
+            &secs(args.renew_interval),
+            "--shutdown-grace",
+            "3s",
+            "--log-format",
+            "json",
+            "--admin-addr",
+            "127.0.0.1:9750",
+        ])
+        .map(|s| s.to_string())
+        .collect();
     if args.plant_bug != PlantedBug::None {
         serve_args.push("--plant-bug".into());
         serve_args.push(args.plant_bug.name().to_string());

@@ -1,6 +1,7 @@
 //! What an operator does to the pool's store, as the nemesis's operator faults: run inside a
 //! store node's network namespace as `idcar-campaign store-op ...` (the store is reachable
-//! only there), through idcar's own ZooKeeper and etcd clients. It prints one line saying
+//! only there), through idcar's own ZooKeeper, etcd and Kubernetes clients (Kubernetes: as the
+//! administrator, on the pool's Lease objects). It prints one line saying
 //! what it did (or `skip: why`), which the nemesis records.
 //!
 //! - `lower-mark` / `delete-mark`: a held slot's mark (of a holder among `--only`) lowered by
@@ -9,7 +10,8 @@
 //! - `delete-params`: the pool's `params` deleted (a parameter change, or the restore
 //!   procedure's step);
 //! - `recreate-params`: `params` deleted and created again with the `name=value` changes
-//!   given (in ZooKeeper in one `multi`; in etcd a delete, then a put), as an operator changing
+//!   given (in ZooKeeper in one `multi`; in etcd and Kubernetes a delete, then a create), as an
+//!   operator changing
 //!   the pool's parameters under running instances would;
 //! - `holder`: who holds slot `LOWER_BY` (its pod), nothing changed;
 //! - `probe`: asks the store, again and again (a new attempt every 100 ms, a few open at
@@ -19,6 +21,7 @@
 use anyhow::{bail, Context, Result};
 use idcar_etcd_api::etcdserverpb as rpc;
 use idcar_lease::etcd::{Etcd, EtcdAccess};
+use idcar_lease::kube::{objects, Kube, KubeConfig};
 use idcar_lease::pool::tree::{parse_mark, parse_owner, Owner, Paths};
 use rand::seq::IndexedRandom;
 use rand::SeedableRng;
@@ -29,7 +32,7 @@ use zookeeper_client as zk;
 pub struct Op {
     pub store: String,
     pub connect: String,
-    /// The pool's root in the store (`--zk-root`, `--etcd-prefix`).
+    /// The pool's root in the store (`--zk-root`, `--etcd-prefix`, `--kube-prefix`).
     pub root: String,
     pub layout: String,
     pub cluster: u8,
@@ -72,6 +75,7 @@ pub fn run(op: &Op) -> Result<String> {
                 (_, "probe") => probe(op).await,
                 ("zookeeper", _) => zookeeper(op).await,
                 ("etcd", _) => etcd(op).await,
+                ("kubernetes", _) => kubernetes(op).await,
                 (other, _) => bail!("unknown store {other}"),
             }
         };
@@ -113,6 +117,14 @@ async fn probe(op: &Op) -> Result<String> {
 /// One request the store answers only when it serves (a new ZooKeeper session and a read; a
 /// linearizable etcd read, which needs a leader and a quorum): when the answer came.
 async fn probe_once(store: &str, connect: &str, root: &str) -> Result<u64> {
+    if store == "kubernetes" {
+        // A read of one object without a resource version: from etcd, by a quorum.
+        let kube = kube_admin(connect).await?;
+        kube.get("store-op", root)
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        return Ok(crate::procs::now_ns());
+    }
     if store == "zookeeper" {
         let client = zk::Client::connector()
             .with_session_timeout(Duration::from_secs(4))
@@ -396,5 +408,87 @@ async fn etcd_change_mark(
         format!("{} slot {slot} of {pod}: mark {mark} -> {lowered}", op.op)
     } else {
         "skip: the slot or its mark changed".into()
+    })
+}
+
+/// The administrator's client of the API server of kubeconfig `path` (each call bounded to 3 s).
+async fn kube_admin(path: &str) -> Result<Kube> {
+    let cfg = KubeConfig {
+        kubeconfig: Some(path.into()),
+        namespace: Some(crate::procs::KUBE_NAMESPACE.to_string()),
+        ttl: Duration::from_secs(15),
+    };
+    Kube::connect(&cfg, Duration::from_secs(3))
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+/// The operations on a pool's Lease objects (`op.root`: its `--kube-prefix`).
+async fn kubernetes(op: &Op) -> Result<String> {
+    let kube = kube_admin(&op.connect).await?;
+    let err = |e: idcar_lease::kube::KubeError| anyhow::anyhow!("{e}");
+    let names = objects::Names::new(&op.root, &op.layout, op.cluster);
+    let params = names.params();
+    if op.op == "delete-params" {
+        kube.delete("store-op", params, None).await.map_err(err)?;
+        return Ok(format!("deleted {params}"));
+    }
+    if op.op == "recreate-params" {
+        let Some(found) = kube.get("store-op", params).await.map_err(err)? else {
+            return Ok("skip: no params".into());
+        };
+        let data = objects::annotation(&found, objects::PARAMS).context("no parameters")?;
+        let new = String::from_utf8(changed(data.as_bytes(), &op.only)?)?;
+        if !kube
+            .delete("store-op", params, Some(objects::version(&found)))
+            .await
+            .map_err(err)?
+        {
+            return Ok("skip: params changed".into());
+        }
+        let annotations = std::collections::BTreeMap::from([(objects::PARAMS.to_string(), new)]);
+        let lease = objects::object(&names, params, "params", annotations);
+        return Ok(match kube.create("store-op", &lease).await {
+            Ok(_) => format!(
+                "recreated {params} as {}",
+                objects::annotation(&lease, objects::PARAMS).unwrap_or("")
+            ),
+            Err(e) => format!("skip: {e}"),
+        });
+    }
+    let (slots, _) = kube
+        .list("store-op", &names.role("slot"))
+        .await
+        .map_err(err)?;
+    let held: Vec<(u32, Option<Owner>)> = slots
+        .iter()
+        .filter(|l| objects::holder(l).is_some())
+        .filter_map(|l| {
+            let owner = objects::annotation(l, objects::OWNER);
+            Some((
+                names.slot_of(objects::name(l))?,
+                owner.and_then(|o| parse_owner(o.as_bytes())),
+            ))
+        })
+        .collect();
+    if op.op == "holder" {
+        return Ok(holder(op, &held));
+    }
+    let Some((slot, pod)) = pick(op, held) else {
+        return Ok("skip: no slot held by a free sidecar".into());
+    };
+    let name = names.slot(slot);
+    let l = slots
+        .iter()
+        .find(|l| objects::name(l) == name)
+        .context("the slot object")?;
+    let (mark, _) = objects::mark(l).map_err(|e| anyhow::anyhow!(e))?;
+    let lowered = mark.saturating_sub(op.lower_by);
+    let value = (op.op != "delete-mark").then(|| objects::mark_value(lowered, "00000000000000ff"));
+    // Only while the slot object is as read: still held, its mark unchanged.
+    let patch = objects::annotate(objects::version(l), &[(objects::MARK, value)]);
+    Ok(match kube.patch("store-op", &name, patch).await {
+        Ok(_) => format!("{} slot {slot} of {pod}: mark {mark} -> {lowered}", op.op),
+        Err(e) => format!("skip: {e}"),
     })
 }

@@ -1,6 +1,7 @@
 //! The randomized fault campaign (`idcar-campaign`, whose checker's unit tests live beside it
 //! in `src/check/`), short runs: it passes on main with a
-//! fixed seed (lable64) and a random one (sno80), and with etcd as the store (uuid7, in order), every kind of
+//! fixed seed (lable64) and a random one (sno80), with etcd as the store (uuid7, in order) and
+//! with Kubernetes (sidecars cut from the API server, the control plane down), every kind of
 //! fault drawn (the operator's faults on the store, planted panics, a release that times out
 //! and instances that disagree among them), and it catches the lease bugs planted behind the
 //! `fault-injection` feature (one with etcd too): a successor that skips the mark, a renewal
@@ -216,6 +217,32 @@ fn etcd_campaign_of_uuid7_with_a_fixed_seed_passes_in_order() {
     ]);
     assert_eq!(r["order_checked"], Value::Bool(true));
     assert_eq!(num(&r, "order_violations"), 0);
+}
+
+/// With Lease objects through a Kubernetes API server on a control-plane node's namespace:
+/// sidecars cut from it in their network namespaces, the whole control plane killed and
+/// frozen, its etcd's history compacted, an operator's hands on the Lease objects, a full
+/// pool's holder replaced.
+#[test]
+fn kubernetes_campaign_with_sidecars_cut_from_the_api_server_passes() {
+    let r = passes(&[
+        "--seed",
+        "7",
+        "--duration",
+        "30s",
+        "--store",
+        "kubernetes",
+        "--layout",
+        "uuid7",
+        "--fault-interval",
+        "2s",
+        "--faults",
+        "partition,release,outage,freeze,compact,mark,params,kill,full-kill",
+    ]);
+    assert_eq!(r["store"], "kubernetes");
+    let cut = r["faults_by_kind"]["partition"].as_u64().unwrap_or(0)
+        + r["faults_by_kind"]["release"].as_u64().unwrap_or(0);
+    assert!(cut >= 1, "no sidecar was cut: {:#}", r["faults_by_kind"]);
 }
 
 #[test]

@@ -36,23 +36,68 @@ pub async fn start_refused(kubeconfig: &Path, extra: &[&str]) -> Idcar {
     Idcar::start_or_exit(&args.iter().map(String::as_str).collect::<Vec<_>>()).await
 }
 
-/// The Kubernetes store of the fault tests: an API server of its own (the tests stop, freeze
-/// and cut it) and the namespace `idcar` with the shipped Role; idcar runs as its service
-/// account.
+/// The API server of a [`KubeStore`]: its own, or the one the test binary shares.
+pub enum Server {
+    Own(Box<ApiServer>),
+    Shared(&'static ApiServer),
+}
+
+impl std::ops::Deref for Server {
+    type Target = ApiServer;
+    fn deref(&self) -> &ApiServer {
+        match self {
+            Server::Own(a) => a,
+            Server::Shared(a) => a,
+        }
+    }
+}
+
+impl std::ops::DerefMut for Server {
+    fn deref_mut(&mut self) -> &mut ApiServer {
+        match self {
+            Server::Own(a) => a,
+            Server::Shared(_) => panic!("a test that stops its API server starts its own"),
+        }
+    }
+}
+
+/// The Kubernetes store of the fault tests: an API server (its own for the tests that stop,
+/// freeze or restart it, else the shared one) and a namespace with the shipped Role; idcar
+/// runs as its service account.
 pub struct KubeStore {
-    pub api: ApiServer,
+    pub api: Server,
     pub config: std::path::PathBuf,
     pub ns: String,
 }
 
 impl KubeStore {
+    /// An API server of its own, namespace `idcar`.
     pub fn new() -> KubeStore {
         let api = ApiServer::start();
         let config = api.namespace("idcar");
         KubeStore {
-            api,
+            api: Server::Own(Box::new(api)),
             config,
             ns: "idcar".into(),
+        }
+    }
+
+    /// A namespace of its own on the shared API server.
+    pub fn shared() -> KubeStore {
+        let api = ApiServer::shared();
+        let (config, ns) = api.fresh_namespace();
+        KubeStore {
+            api: Server::Shared(api),
+            config,
+            ns,
+        }
+    }
+
+    /// The server itself, which the test may stop and freeze: its own.
+    pub fn own_server(&self) -> &ApiServer {
+        match &self.api {
+            Server::Own(a) => a,
+            Server::Shared(_) => panic!("a test that stops its API server starts its own"),
         }
     }
 
@@ -60,10 +105,11 @@ impl KubeStore {
     pub fn via(&self, at: &str) -> std::path::PathBuf {
         let text = std::fs::read_to_string(&self.config).unwrap();
         let text = text.replace(&self.api.url(), &format!("https://{at}"));
-        let path = self
-            .api
-            .dir()
-            .join(format!("via-{}.kubeconfig", at.replace(':', "-")));
+        let path = self.api.dir().join(format!(
+            "via-{}-{}.kubeconfig",
+            self.ns,
+            at.replace(':', "-")
+        ));
         std::fs::write(&path, text).unwrap();
         path
     }

@@ -418,3 +418,24 @@ pub fn assert_unique(all: &[u64]) {
         assert!(seen.insert(id), "duplicate ID {id:016x}");
     }
 }
+
+/// Waits (bounded) until `idcar`'s `/readyz` body satisfies `f`: the body.
+pub async fn readyz_until(
+    idcar: &Idcar,
+    limit: std::time::Duration,
+    f: impl Fn(&str) -> bool,
+) -> String {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        let (_, body) = idcar.admin_get("/readyz").await;
+        if f(&body) {
+            return body;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "readyz: {body}\n{}",
+            idcar.logs()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}

@@ -12,6 +12,11 @@ use super::{run, Idcar};
 pub trait Store: Sized + Send + Sync + 'static {
     /// One member or server.
     fn single() -> Self;
+    /// One member or server of its own, which the test may stop and freeze ([`Store::single`]
+    /// may share one among tests, where the store keeps them apart).
+    fn own() -> Self {
+        Self::single()
+    }
     /// Three members or servers.
     fn three() -> Self;
     /// The flag and value that point idcar (and `idcar pool`) at this store.
@@ -247,6 +252,9 @@ impl<R: Release> Store for Etcd<R> {
 
 impl Store for KubeStore {
     fn single() -> Self {
+        KubeStore::shared()
+    }
+    fn own() -> Self {
         KubeStore::new()
     }
     fn three() -> Self {
@@ -282,10 +290,10 @@ impl Store for KubeStore {
         self.api.kill()
     }
     fn pause(&self, _i: usize) {
-        self.api.pause()
+        self.own_server().pause()
     }
     fn resume(&self, _i: usize) {
-        self.api.resume()
+        self.own_server().resume()
     }
     fn leader(&self) -> Option<usize> {
         Some(0)

@@ -185,20 +185,3 @@ fn tick(id: u64) -> u64 {
         .expect("a lable64 ID")
         .timestamp_ms
 }
-
-/// Waits (bounded) until `idcar`'s `/readyz` body satisfies `f`: the body.
-async fn readyz_until(idcar: &Idcar, limit: Duration, f: impl Fn(&str) -> bool) -> String {
-    let deadline = Instant::now() + limit;
-    loop {
-        let (_, body) = idcar.admin_get("/readyz").await;
-        if f(&body) {
-            return body;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "readyz: {body}\n{}",
-            idcar.logs()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}

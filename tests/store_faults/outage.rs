@@ -150,7 +150,7 @@ pub(crate) async fn held(i: &Idcar) -> u32 {
 /// - full (one slot, expiry 2 s: the mark twice the 5 s horizon ahead), frozen 4 s: the only
 ///   slot, so it is its own again, taken back instead of waiting the rest of the mark.
 pub(crate) async fn an_idle_holder_takes_its_own_slot_back_after_a_store_outage<S: Store>() {
-    let s = S::single();
+    let s = S::own();
     let mut idle = vec!["--pool-size", "2", "--cluster-id", "7"];
     idle.extend(idcar_defaults(&s));
     let back = own_slot_back(&s, &idle, 7, Duration::from_secs(10), 30_000).await;
@@ -180,7 +180,7 @@ pub(crate) async fn an_idle_holder_takes_its_own_slot_back_after_a_store_outage<
 pub(crate) async fn instances_of_several_slots_take_their_own_back_after_a_store_outage<
     S: Store,
 >() {
-    let s = S::single();
+    let s = S::own();
     let mut args = vec!["--pool-size", "4", "--cluster-id", "11", "--slots", "2"];
     args.extend(idcar_defaults(&s));
     args[7] = "2s";

@@ -80,7 +80,7 @@ impl Nemesis {
                 Kind::Split | Kind::Leader | Kind::Outage | Kind::Params | Kind::Freeze => {
                     ensemble_free
                 }
-                Kind::Compact => ensemble_free && spec.store == Store::Etcd,
+                Kind::Compact => ensemble_free && spec.store != Store::Zookeeper,
                 Kind::FullKill => ensemble_free && no_busy && full_free,
                 // Alone: every sidecar is frozen, none may be mid-restart.
                 Kind::Restore => ensemble_free && self.snapshot.is_some() && self.active.is_empty(),

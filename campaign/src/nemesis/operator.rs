@@ -188,6 +188,7 @@ fn store_op_command(
     let store = match cl.zk.store {
         crate::procs::Store::Zookeeper => "zookeeper",
         crate::procs::Store::Etcd => "etcd",
+        crate::procs::Store::Kubernetes => "kubernetes",
     };
     let mut cmd = Command::new("ip");
     cmd.args(["netns", "exec", &cl.zk.nodes[i].host.ns, "timeout"])
@@ -196,8 +197,8 @@ fn store_op_command(
         .arg("store-op")
         .args([
             store,
-            &cl.zk.connect(),
-            root,
+            &cl.zk.operator(),
+            crate::procs::kube_prefix(cl.zk.store, root),
             &spec.layout,
             &spec.cluster.to_string(),
             op,

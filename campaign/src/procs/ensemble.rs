@@ -1,6 +1,9 @@
 //! The store's nodes: a ZooKeeper ensemble (through `zk/lib.sh`) or an etcd cluster, each node
-//! in its own network namespace, started, killed and restarted by the nemesis.
+//! in its own network namespace, started, killed and restarted by the nemesis; with
+//! `--store kubernetes`, an etcd cluster and a Kubernetes API server on the first node's host
+//! ([`ApiServer`]).
 
+use super::apiserver::ApiServer;
 use crate::net::Host;
 use anyhow::{bail, Context, Result};
 use nix::sys::signal::{kill, Signal};
@@ -22,6 +25,8 @@ const ETCD_PEER_PORT: u16 = 2380;
 pub enum Store {
     Zookeeper,
     Etcd,
+    /// Lease objects through a Kubernetes API server whose objects are in an etcd cluster.
+    Kubernetes,
 }
 
 /// The directory of the newest supported etcd release's `etcd` and `etcdctl`, as `etcd/lib.sh`
@@ -87,7 +92,7 @@ fn zk_lib(ns: &str, script: &str, args: &[&str]) -> Result<String> {
 }
 
 /// Whether `pid` still runs (a zombie left for init to reap does not).
-fn alive(pid: i32) -> bool {
+pub(super) fn alive(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         // The state follows the command name in parentheses.
         Ok(stat) => stat
@@ -105,12 +110,37 @@ pub struct ZkNode {
     pid: Option<i32>,
 }
 
+/// SIGKILLs `pid` and waits (bounded) until it is gone, reaping it if it is our child.
+pub(super) fn kill_and_reap(pid: i32) {
+    let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+    let until = Instant::now() + Duration::from_secs(5);
+    while alive(pid) && Instant::now() < until {
+        let _ = nix::sys::wait::waitpid(
+            Pid::from_raw(pid),
+            Some(nix::sys::wait::WaitPidFlag::WNOHANG),
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Whether `pid` is stopped (SIGSTOP delivered: its state in `/proc` is `T`) or gone.
+pub(super) fn stopped(pid: i32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // `pid (comm) S ...`: the state follows the last ')'.
+    stat.rsplit_once(')')
+        .is_none_or(|(_, rest)| rest.trim_start().starts_with(['T', 't']))
+}
+
 /// A 3-node (or n-node) ZooKeeper ensemble or etcd cluster.
 pub struct Ensemble {
     pub store: Store,
     pub nodes: Vec<ZkNode>,
     /// etcd's `--initial-cluster` (every member's peer URL).
     initial_cluster: String,
+    /// Kubernetes: the API server on the first node's host. It shares the fate of the whole
+    /// store: killed once no member runs, started again once every member does, stopped and
+    /// continued with the first node.
+    api: Option<ApiServer>,
 }
 
 impl Ensemble {
@@ -119,6 +149,21 @@ impl Ensemble {
         match store {
             Store::Zookeeper => Self::start_zk(hosts, dir),
             Store::Etcd => Self::start_etcd(hosts, dir),
+            Store::Kubernetes => {
+                let mut e = Self::start_etcd(hosts, dir)?;
+                e.store = Store::Kubernetes;
+                let members = hosts
+                    .iter()
+                    .map(|h| format!("http://{}:{ETCD_PORT}", h.addr))
+                    .collect::<Vec<_>>()
+                    .join(",");
+                e.api = Some(ApiServer::start(
+                    &hosts[0],
+                    members,
+                    &dir.join("apiserver"),
+                )?);
+                Ok(e)
+            }
         }
     }
 
@@ -142,6 +187,7 @@ impl Ensemble {
             store: Store::Etcd,
             nodes,
             initial_cluster,
+            api: None,
         };
         for i in 0..e.nodes.len() {
             e.launch(i)?;
@@ -228,6 +274,7 @@ impl Ensemble {
             store: Store::Zookeeper,
             nodes,
             initial_cluster: String::new(),
+            api: None,
         };
         for i in 0..e.nodes.len() {
             e.launch(i)?;
@@ -239,11 +286,24 @@ impl Ensemble {
         Ok(e)
     }
 
-    /// `addr:port,...` of every server.
+    /// What the sidecars are given to reach the store: `addr:port,...` of every server, or
+    /// with Kubernetes their kubeconfig.
     pub fn connect(&self) -> String {
+        if let Some(api) = &self.api {
+            return api.sidecars().display().to_string();
+        }
+        self.operator()
+    }
+
+    /// What an operator reaches the store with: `addr:port,...` of every server, or with
+    /// Kubernetes the administrator's kubeconfig.
+    pub fn operator(&self) -> String {
+        if let Some(api) = &self.api {
+            return api.admin().display().to_string();
+        }
         let port = match self.store {
             Store::Zookeeper => ZK_PORT,
-            Store::Etcd => ETCD_PORT,
+            Store::Etcd | Store::Kubernetes => ETCD_PORT,
         };
         self.nodes
             .iter()
@@ -254,6 +314,14 @@ impl Ensemble {
 
     /// Starts node `i` (in the background; it joins the ensemble by itself).
     pub fn launch(&mut self, i: usize) -> Result<()> {
+        if self.store == Store::Kubernetes {
+            self.launch_etcd(i)?;
+            let all = (0..self.nodes.len()).all(|k| self.is_up(k));
+            if let Some(api) = self.api.as_mut().filter(|a| all && !a.is_up()) {
+                api.launch()?;
+            }
+            return Ok(());
+        }
         if self.store == Store::Etcd {
             return self.launch_etcd(i);
         }
@@ -268,16 +336,11 @@ impl Ensemble {
     /// SIGKILLs node `i` and waits (bounded) until it is gone.
     pub fn kill(&mut self, i: usize) {
         if let Some(pid) = self.nodes[i].pid.take() {
-            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
-            let until = Instant::now() + Duration::from_secs(5);
-            while alive(pid) && Instant::now() < until {
-                // Our own child (etcd): reap it so it does not linger as a zombie.
-                let _ = nix::sys::wait::waitpid(
-                    Pid::from_raw(pid),
-                    Some(nix::sys::wait::WaitPidFlag::WNOHANG),
-                );
-                std::thread::sleep(Duration::from_millis(20));
-            }
+            kill_and_reap(pid);
+        }
+        let none = (0..self.nodes.len()).all(|k| !self.is_up(k));
+        if let Some(api) = self.api.as_mut().filter(|_| none) {
+            api.kill();
         }
     }
 
@@ -286,25 +349,23 @@ impl Ensemble {
         if let Some(pid) = self.nodes[i].pid {
             let _ = kill(Pid::from_raw(pid), sig);
         }
+        if let Some(api) = self.api.as_ref().filter(|_| i == 0) {
+            api.signal(sig);
+        }
     }
 
     /// Whether node `i` is stopped (SIGSTOP delivered: its state in `/proc` is `T`); a node
     /// not running counts as stopped.
     pub fn stopped(&self, i: usize) -> bool {
-        let Some(pid) = self.nodes[i].pid else {
-            return true;
-        };
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        // `pid (comm) S ...`: the state follows the last ')'.
-        stat.rsplit_once(')')
-            .is_none_or(|(_, rest)| rest.trim_start().starts_with(['T', 't']))
+        let api = self.api.as_ref().filter(|_| i == 0);
+        self.nodes[i].pid.is_none_or(stopped) && api.is_none_or(ApiServer::stopped)
     }
 
-    /// etcd only: compacts the store's history at its current revision (through `etcdctl`,
+    /// etcd (and Kubernetes' etcd) only: compacts the store's history at its current revision (through `etcdctl`,
     /// on a member that is up), as an operator or etcd's own auto-compaction does; what it
     /// did.
     pub fn compact(&self) -> Result<String> {
-        if self.store != Store::Etcd {
+        if self.store == Store::Zookeeper {
             bail!("only etcd compacts its history");
         }
         let i = (0..self.nodes.len())
@@ -343,7 +404,7 @@ impl Ensemble {
 
     /// The index of the node that says it leads (one `srvr` probe each, a second at most).
     pub fn leader(&self) -> Option<usize> {
-        if self.store == Store::Etcd {
+        if self.store != Store::Zookeeper {
             return (0..self.nodes.len()).find(|&i| {
                 self.is_up(i)
                     && etcdctl(
@@ -373,6 +434,9 @@ impl Ensemble {
 
 impl Drop for Ensemble {
     fn drop(&mut self) {
+        if let Some(api) = self.api.as_mut() {
+            api.kill();
+        }
         for i in 0..self.nodes.len() {
             self.kill(i);
         }

@@ -1,18 +1,21 @@
 //! The processes of the campaign: the store's three nodes (a ZooKeeper ensemble through
-//! `zk/lib.sh`, or an etcd cluster) and the idcar sidecars, each started inside its own
+//! `zk/lib.sh`, or an etcd cluster, with a Kubernetes API server on the first for
+//! `--store kubernetes`) and the idcar sidecars, each started inside its own
 //! network namespace, each incarnation recorded.
 //!
 //! The store's nodes are in `ensemble`, the sidecars in `sidecar`, the pool's other
 //! parameters (the reconfigure fault) in `reconfig`, the pools the sidecars compete for in
 //! `pool`; here, the whole cluster.
 
+mod apiserver;
 mod ensemble;
 mod pool;
 mod reconfig;
 mod sidecar;
 
+pub use apiserver::NAMESPACE as KUBE_NAMESPACE;
 pub use ensemble::{Ensemble, Store};
-pub use pool::{pool_of, Pool, MAIN_ROOT};
+pub use pool::{kube_prefix, pool_of, Pool, MAIN_ROOT};
 pub use reconfig::Reconfig;
 pub use sidecar::{Incarnation, Sidecar, SidecarSpec, FAKETIME};
 

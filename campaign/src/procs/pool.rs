@@ -12,7 +12,7 @@ use std::ops::Range;
 pub struct Pool {
     /// `main`, `idle` or `full`.
     pub name: &'static str,
-    /// Its tree in the store (`--zk-root`, `--etcd-prefix`): pools never share one, so their
+    /// Its tree in the store (`--zk-root`, `--etcd-prefix`; `--kube-prefix` without the `/`): pools never share one, so their
     /// IDs may be equal (layouts without a cluster field), and uniqueness is judged per pool.
     pub root: &'static str,
     /// Its slots (`--pool-size`).
@@ -75,10 +75,11 @@ impl Pool {
         let root = match store {
             Store::Zookeeper => "--zk-root",
             Store::Etcd => "--etcd-prefix",
+            Store::Kubernetes => "--kube-prefix",
         };
         [
             root,
-            self.root,
+            kube_prefix(store, self.root),
             "--pool-size",
             &self.size.to_string(),
             "--slots",
@@ -86,6 +87,14 @@ impl Pool {
         ]
         .map(String::from)
         .to_vec()
+    }
+}
+
+/// A pool's root as `store` names it: Kubernetes object names have no `/`.
+pub fn kube_prefix(store: Store, root: &str) -> &str {
+    match store {
+        Store::Kubernetes => root.trim_start_matches('/'),
+        _ => root,
     }
 }
 

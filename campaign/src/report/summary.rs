@@ -12,7 +12,7 @@ pub(super) fn summary(r: &Report) -> String {
 fn header(r: &Report) -> String {
     let mut t = format!(
         "\n== idcar fault campaign: {} ==\nstore {:?}  seed {}  layout {}  sidecars {}  pool {}  planted bug {}\n\
-         duration {:.1} s  session timeout (etcd: TTL) {} ms  horizon {} ms (idle {} ms)  renew {} ms\n",
+         duration {:.1} s  session timeout (etcd: TTL; Kubernetes: --kube-ttl) {} ms  horizon {} ms (idle {} ms)  renew {} ms\n",
         r.verdict.to_uppercase(),
         r.store,
         r.seed,

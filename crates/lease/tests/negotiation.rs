@@ -132,6 +132,8 @@ impl<R: Release> Fixture for EtcdFixture<R> {
 struct KubeFixture {
     kubeconfig: std::path::PathBuf,
     ns: String,
+    /// Queue entries counted so far, and the version they were counted up to.
+    entries: std::sync::Mutex<Option<(String, u64)>>,
 }
 
 impl KubeFixture {
@@ -148,24 +150,16 @@ impl KubeFixture {
             ttl: Duration::from_secs(4),
         }
     }
-
-    /// The pool's params object (which must exist) and its queue counter.
-    async fn tickets(&self) -> (idcar_lease::kube::Kube, String, u64) {
-        use idcar_lease::kube::objects as obj;
-        let kube = self.client().await;
-        let params = kube.get("params", KUBE_POOL).await.unwrap().unwrap();
-        let t = obj::annotation(&params, obj::TICKETS).map_or(0, |t| t.parse().unwrap());
-        (kube, obj::version(&params).to_string(), t)
-    }
 }
-
-/// [`pool`]'s params object in Kubernetes (its prefix, layout and cluster).
-const KUBE_POOL: &str = "negotiation.lable64.0";
 
 impl Fixture for KubeFixture {
     fn new() -> Self {
         let (kubeconfig, ns) = idcar_testkit::kube::ApiServer::shared().fresh_namespace();
-        KubeFixture { kubeconfig, ns }
+        KubeFixture {
+            kubeconfig,
+            ns,
+            entries: Default::default(),
+        }
     }
     fn start(&self, mut pool: PoolConfig) -> LeaseHandle {
         pool.root = "negotiation".into();
@@ -174,19 +168,44 @@ impl Fixture for KubeFixture {
     }
     async fn stuck_in_queue(&self) {
         use idcar_lease::kube::objects as obj;
-        let (kube, version, t) = self.tickets().await;
-        let bump = obj::annotate(&version, &[(obj::TICKETS, Some((t + 1).to_string()))]);
-        kube.patch("a ticket", KUBE_POOL, bump).await.unwrap();
+        let kube = self.client().await;
         let names = obj::Names::new("negotiation", "lable64", 0);
         let name = names.session("00000000000000ff");
-        let queued = [(obj::QUEUED.to_string(), t.to_string())].into();
+        // Places are versions of the API server's etcd: 1 is ahead of every one drawn.
+        let queued = [(obj::QUEUED.to_string(), "1".to_string())].into();
         let mut session = obj::object(&names, &name, "session", queued);
         // Declares an hour: never judged gone while the test runs.
         session.spec.as_mut().unwrap().lease_duration_seconds = Some(3600);
         kube.create("planting", &session).await.unwrap();
     }
+    /// The writes of a session object that queues it, counted from the first call on (a watch
+    /// of the pool's session objects from the version counted up to).
     async fn queue_entries(&self) -> u64 {
-        self.tickets().await.2
+        use futures_util::StreamExt;
+        use idcar_lease::kube::objects as obj;
+        let kube = self.client().await;
+        let names = obj::Names::new("negotiation", "lable64", 0);
+        let selector = names.role("session");
+        let last = self.entries.lock().unwrap().clone();
+        let Some((from, mut n)) = last else {
+            let (_, version) = kube.list("sessions", &selector).await.unwrap();
+            *self.entries.lock().unwrap() = Some((version, 0));
+            return 0;
+        };
+        let mut version = from.clone();
+        let events = kube
+            .events(&selector, &from, Duration::from_secs(1))
+            .await
+            .unwrap();
+        let mut events = std::pin::pin!(events);
+        while let Some(e) = events.next().await {
+            if let idcar_lease::kube::Event::Put(l) = e {
+                n += u64::from(obj::annotation(&l, obj::QUEUED).is_some());
+                version = obj::version(&l).to_string();
+            }
+        }
+        *self.entries.lock().unwrap() = Some((version, n));
+        n
     }
 }
 

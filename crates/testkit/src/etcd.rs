@@ -74,18 +74,7 @@ impl Etcd {
     pub fn tls(client_cert_auth: bool) -> Etcd {
         let tmp = tempfile::tempdir().unwrap();
         let certs = tmp.path().join("certs");
-        let script = repo().join("zk/tls-certs.sh");
-        let out = Command::new("bash")
-            .arg(&script)
-            .arg(&certs)
-            .env("SERVER_SAN", "IP:127.0.0.1,DNS:localhost")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        crate::certs(&certs);
         Self::start_in(tmp, 1, Some(certs), client_cert_auth)
     }
 }

@@ -62,17 +62,7 @@ impl ApiServer {
     pub fn start() -> ApiServer {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path();
-        let out = Command::new("bash")
-            .arg(repo().join("zk/tls-certs.sh"))
-            .arg(dir.join("certs"))
-            .env("SERVER_SAN", "IP:127.0.0.1,DNS:localhost")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        crate::certs(&dir.join("certs"));
         for (args, what) in [
             (vec!["genrsa", "-out", "sa.key", "2048"], "the signing key"),
             (

@@ -71,6 +71,23 @@ pub fn repo() -> PathBuf {
         .expect("the repository's root")
 }
 
+/// A throwaway certificate authority and certificates in `dir` (`zk/tls-certs.sh`): `ca.pem`,
+/// the server's for 127.0.0.1 and localhost (`server.pem`, `server.crt`, `server-key.pem`), a
+/// client's with CN=idcar (`client.pem`, `client-key.pem`).
+pub fn certs(dir: &std::path::Path) {
+    let out = Command::new("bash")
+        .arg(repo().join("zk/tls-certs.sh"))
+        .arg(dir)
+        .env("SERVER_SAN", "IP:127.0.0.1,DNS:localhost")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "zk/tls-certs.sh: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// A tool the tests need: from the test venv (`target/test-tools/venv/bin`) or the PATH.
 /// Missing tools fail the test with what to run: they are never skipped.
 pub fn tool(name: &str) -> PathBuf {

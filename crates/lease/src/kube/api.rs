@@ -254,6 +254,34 @@ impl Kube {
         version: String,
         trusted: Duration,
     ) -> impl Future<Output = ()> + Send + 'static {
+        self.watch_until(labels, fields, version, trusted, |_| true)
+    }
+
+    /// Resolves once the object `name` is deleted after `version`, or after `trusted` (as
+    /// [`Kube::changed`]: an error or an expired version wakes the waiter at once); its
+    /// changes do not.
+    pub fn deleted(
+        &self,
+        name: &str,
+        version: String,
+        trusted: Duration,
+    ) -> impl Future<Output = ()> + Send + 'static {
+        let fields = Some(format!("metadata.name={name}"));
+        self.watch_until(None, fields, version, trusted, |e| {
+            matches!(e, WatchEvent::Deleted(_))
+        })
+    }
+
+    /// Resolves at the first event `wakes` says so of (an error always does), or after
+    /// `trusted`.
+    fn watch_until(
+        &self,
+        labels: Option<String>,
+        fields: Option<String>,
+        version: String,
+        trusted: Duration,
+        wakes: fn(&WatchEvent<Lease>) -> bool,
+    ) -> impl Future<Output = ()> + Send + 'static {
         let api = self.api.clone();
         async move {
             let secs = trusted.as_secs().clamp(1, 290) as u32;
@@ -273,6 +301,7 @@ impl Kube {
                 while let Some(event) = stream.next().await {
                     match event {
                         Ok(WatchEvent::Bookmark(_)) => continue,
+                        Ok(e) if !wakes(&e) => continue,
                         _ => return,
                     }
                 }

@@ -4,8 +4,9 @@
 //! ended. A holder's mark writes so count as renewals: it renews its session object only when
 //! it wrote no mark for a third of the duration. No clock of another host is read (a
 //! renewal's `renewTime` is for people), so skewed clocks cannot end a live session early; and
-//! a gap in this process's own reads (the API server down, this pod cut off) starts the watch
-//! over, so an outage everyone shared ends nobody's session.
+//! a gap in this process's own reads (the API server down, this pod cut off) longer than a
+//! session's renewal interval starts its watch over, so an outage everyone shared ends nobody's
+//! session: the holder could not write while we could not read.
 
 use super::objects::{duration, holder, name, version};
 use k8s_openapi::api::coordination::v1::Lease;
@@ -14,8 +15,17 @@ use std::sync::Mutex;
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// Reads further apart than this are a gap: what happened between them is unknown.
+/// Reads further apart than this are a gap for every session: what happened between them is
+/// unknown.
 const GAP: Duration = Duration::from_secs(10);
+
+/// Reads further apart than this restart the watch of a session declaring `duration`: a third
+/// of it (how often it is renewed), but never less than a waiting claimant's reads may lie
+/// apart on a loaded node (it looks again every 2 s), nor more than [`GAP`]. The holder then
+/// has at least the rest of its duration after an outage we shared to renew.
+fn restarts_after(duration: Duration) -> Duration {
+    (duration / 3).max(Duration::from_secs(3)).min(GAP)
+}
 
 /// What this process has seen of the pool's sessions.
 #[derive(Default)]
@@ -54,7 +64,8 @@ impl Observer {
         }
         let now = Instant::now();
         let mut seen = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        if seen.last_read.is_none_or(|at| now.duration_since(at) > GAP) {
+        let gap = seen.last_read.map(|at| now.duration_since(at));
+        if gap.is_none_or(|g| g > GAP) {
             seen.sessions.clear();
         }
         seen.last_read = Some(now);
@@ -66,8 +77,9 @@ impl Observer {
             let mut slots = held.get(n.as_str()).cloned().unwrap_or_default();
             slots.sort_unstable();
             let v = format!("{}/{}", version(s), slots.join(","));
+            let unread = gap.is_some_and(|g| g > restarts_after(duration(s)));
             let since = match seen.sessions.get(&n) {
-                Some((was, since)) if *was == v => *since,
+                Some((was, since)) if *was == v && !unread => *since,
                 _ => now,
             };
             let left = duration(s).saturating_sub(now.duration_since(since));
@@ -137,6 +149,24 @@ mod tests {
         // A gap in our own reads: nothing is known of it, the watch starts over.
         tokio::time::advance(Duration::from_secs(11)).await;
         assert!(o.judge(&[&a2], &[]).alive.contains("a"));
+        // A shorter one, past a third of a longer session's duration (an outage we shared
+        // with its holder, who could not renew meanwhile): its watch starts over too.
+        let c = session("c", "1", 15);
+        assert!(o.judge(&[&c], &[]).alive.contains("c"));
+        tokio::time::advance(Duration::from_secs(4)).await;
+        assert!(o.judge(&[&c], &[]).alive.contains("c"));
+        tokio::time::advance(Duration::from_secs(6)).await;
+        assert!(o.judge(&[&c], &[]).alive.contains("c"));
+        tokio::time::advance(Duration::from_secs(4)).await;
+        for _ in 0..5 {
+            assert!(
+                o.judge(&[&c], &[]).alive.contains("c"),
+                "judged across the gap"
+            );
+            tokio::time::advance(Duration::from_secs(2)).await;
+        }
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert_eq!(o.judge(&[&c], &[]).ended.len(), 1);
         // One read alone: a session first seen now is live.
         assert!(o.live(&session("b", "7", 3)));
     }
@@ -156,7 +186,9 @@ mod tests {
                 "renewed by {v}"
             );
         }
-        tokio::time::advance(Duration::from_millis(3001)).await;
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert!(o.judge(&[&a], &[&slot]).alive.contains("a"));
+        tokio::time::advance(Duration::from_millis(1001)).await;
         let j = o.judge(&[&a], &[&slot]);
         assert_eq!(j.ended, vec![("a".to_string(), "1".to_string())]);
     }

@@ -4,7 +4,7 @@
 
 use super::api::KubeError;
 use super::liveness::Judged;
-use super::objects::{self, annotate, annotation, holder, queued, OWNER, STAMP, TICKETS};
+use super::objects::{self, annotation, holder, queued, OWNER, STAMP};
 use super::session::KubeSession;
 use crate::pool::tree::{parse_owner, Owner};
 use crate::pool::{Change, Fault, Took};
@@ -76,16 +76,23 @@ impl KubeSession {
     }
 
     /// Whether anyone but us waits for a slot, or every slot of the pool is held by a live
-    /// session (a crashed holder's slot is then wanted soon).
-    pub(crate) fn busy(&self, snap: &Snapshot, pool: u32) -> (bool, bool) {
-        let waiting = snap.sessions.iter().any(|s| {
+    /// session (a crashed holder's slot is then wanted soon): of `sessions` and `slots` as
+    /// `judged`.
+    pub(crate) fn busy(
+        &self,
+        sessions: &[&Lease],
+        slots: &BTreeMap<u32, &Lease>,
+        judged: &Judged,
+        pool: u32,
+    ) -> (bool, bool) {
+        let waiting = sessions.iter().any(|s| {
             objects::name(s) != self.name
-                && snap.judged.alive.contains(objects::name(s))
+                && judged.alive.contains(objects::name(s))
                 && annotation(s, super::objects::WANTS) == Some("true")
         });
         let full = (0..pool).all(|n| {
-            snap.slots.get(&n).is_none_or(|l| {
-                holder(l).is_some_and(|h| snap.judged.alive.contains(h) || h == self.name)
+            slots.get(&n).is_none_or(|l| {
+                holder(l).is_some_and(|h| judged.alive.contains(h) || h == self.name)
             })
         });
         (waiting, full)
@@ -135,29 +142,13 @@ impl KubeSession {
         q
     }
 
-    /// Draws a place in the queue from the params object's counter.
-    pub(super) async fn ticket(&self) -> Result<u64, KubeError> {
-        let name = self.names.params();
-        for _ in 0..20 {
-            let Some(params) = self.kube.get("reading the queue's counter", name).await? else {
-                return Err(KubeError::NotFound(format!("{name} was deleted")));
-            };
-            let t: u64 = annotation(&params, TICKETS)
-                .and_then(|t| t.parse().ok())
-                .unwrap_or(0);
-            let patch = annotate(
-                objects::version(&params),
-                &[(TICKETS, Some((t + 1).to_string()))],
-            );
-            match self.kube.patch("queueing", name, patch).await {
-                Ok(_) => return Ok(t),
-                Err(KubeError::Conflict(_)) => continue,
-                Err(e) => return Err(e),
-            }
-        }
-        Err(KubeError::Unavailable(
-            "the queue's counter keeps changing".into(),
-        ))
+    /// Draws a place in the queue: the version of our session object once it names its owner
+    /// for the queue (`owner`) — the API server's etcd revision of that write, unique and
+    /// ordered with every other write, so contenders arriving together draw their places
+    /// without contending for one object.
+    pub(super) async fn ticket(&self, owner: String) -> Result<u64, KubeError> {
+        let l = self.note("queueing", &[(OWNER, Some(owner))]).await?;
+        objects::version_number(&l).map_err(KubeError::Fatal)
     }
 
     /// Takes `slot` (read just now as `l`) in one compare-and-set: what was found.

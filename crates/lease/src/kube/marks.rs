@@ -207,8 +207,35 @@ impl MarkStore for KubeMarks {
         version: u64,
     ) -> impl std::future::Future<Output = ()> + Send + 'static {
         let fields = format!("metadata.name={}", self.names.slot(slot));
-        self.kube
-            .changed(None, Some(fields), version.to_string(), WATCH_TRUSTED)
+        let mine = self
+            .kube
+            .changed(None, Some(fields), version.to_string(), WATCH_TRUSTED);
+        // The pool replaced (its params object deleted): stop now, as in every store, rather
+        // than at the first write after someone records the pool anew. Read first (it may have
+        // gone before our last write), then watched from that read.
+        let params = self.identity.clone().map(|uid| {
+            let (kube, names) = (self.kube.clone(), self.names.clone());
+            async move {
+                match super::record::still_recorded(&kube, &names, &uid).await {
+                    Ok(Some(version)) => kube.deleted(names.params(), version, WATCH_TRUSTED).await,
+                    Ok(None) => {}
+                    // Unreadable now: the watch of our slot goes on; looked at again after a
+                    // pause (a recheck reads the params object too).
+                    Err(_) => tokio::time::sleep(Duration::from_secs(1)).await,
+                }
+            }
+        });
+        async move {
+            match params {
+                Some(params) => {
+                    tokio::select! {
+                        () = mine => {}
+                        () = params => {}
+                    }
+                }
+                None => mine.await,
+            }
+        }
     }
 
     async fn give_back(&self, slot: u32) {
@@ -231,6 +258,15 @@ impl MarkStore for KubeMarks {
             if annotation(&l, STAMP) != Some(id.as_str()) {
                 return Ok(Recheck::PoolReplaced(format!(
                     "{name} was stamped with another identity: the pool was recorded anew"
+                )));
+            }
+            let recorded = super::record::still_recorded(&self.kube, &self.names, id)
+                .await
+                .map_err(store_error)?;
+            if recorded.is_none() {
+                return Ok(Recheck::PoolReplaced(format!(
+                    "{} was deleted or replaced: the pool is recorded anew",
+                    self.names.params()
                 )));
             }
         }

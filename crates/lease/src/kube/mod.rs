@@ -42,9 +42,10 @@ mod record;
 mod session;
 mod slots;
 
-pub use api::{Kube, KubeError};
+pub use api::{Event, Kube, KubeError};
 pub use marks::KubeMarks;
 pub use objects::{check_prefix, DEFAULT_POOL, MAX_POOL};
+pub use session::idle_duration;
 
 use crate::handle::LeaseHandle;
 use crate::metrics::LeaseMetrics;

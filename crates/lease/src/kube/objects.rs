@@ -21,8 +21,6 @@ pub const ROLE: &str = "idcar.dev/role";
 pub const PARAMS: &str = "idcar.dev/params";
 /// params: the identity record (JSON, `crate::identity::Record`).
 pub const IDENTITY: &str = "idcar.dev/identity";
-/// params: the next place in the queue.
-pub const TICKETS: &str = "idcar.dev/tickets";
 /// slot: the identity it was stamped with; only a claim under it takes the slot.
 pub const STAMP: &str = "idcar.dev/pool-identity";
 /// slot: its time mark, `<ticks> <token>`.

@@ -43,7 +43,7 @@ pub(crate) async fn follow(
             .into_iter()
             .map(|l| (objects::name(&l).to_string(), l))
             .collect();
-        let mut next = publish(&me, &copy, &version, pool, &tx, gauges.as_ref()).await;
+        let mut next = publish(&me, &copy, pool, &tx, gauges.as_ref()).await;
         let Ok(events) = me
             .kube
             .events(&me.names.all(), &version, FOLLOW_TRUSTED)
@@ -53,23 +53,30 @@ pub(crate) async fn follow(
             continue;
         };
         let mut events = std::pin::pin!(events);
-        loop {
-            // A session may be judged over meanwhile: looked at again then, without a read.
-            let event = match tokio::time::timeout(next, events.next()).await {
-                Ok(Some(e)) => Some(e),
-                Ok(None) => break,
-                Err(_) => None,
-            };
-            match event {
-                Some(Event::Put(l)) => {
-                    copy.insert(objects::name(&l).to_string(), l);
-                }
-                Some(Event::Gone(l)) => {
-                    copy.remove(objects::name(&l));
-                }
-                None => {}
+        let apply = |copy: &mut BTreeMap<String, Lease>, e: Event| match e {
+            Event::Put(l) => {
+                copy.insert(objects::name(&l).to_string(), l);
             }
-            next = publish(&me, &copy, &version, pool, &tx, gauges.as_ref()).await;
+            Event::Gone(l) => {
+                copy.remove(objects::name(&l));
+            }
+        };
+        'watch: loop {
+            // A session may be judged over meanwhile: looked at again then, without a read.
+            match tokio::time::timeout(next, events.next()).await {
+                Ok(Some(e)) => apply(&mut copy, e),
+                Ok(None) => break,
+                Err(_) => {}
+            }
+            // The changes that came together (a fleet starting, a rollout) judged once.
+            for _ in 0..1_000 {
+                match futures_util::FutureExt::now_or_never(events.next()) {
+                    Some(Some(e)) => apply(&mut copy, e),
+                    Some(None) => break 'watch,
+                    None => break,
+                }
+            }
+            next = publish(&me, &copy, pool, &tx, gauges.as_ref()).await;
         }
     }
 }
@@ -79,33 +86,45 @@ pub(crate) async fn follow(
 async fn publish(
     me: &KubeSession,
     copy: &BTreeMap<String, Lease>,
-    version: &str,
     pool: u32,
     tx: &tokio::sync::watch::Sender<bool>,
     gauges: Option<&(Arc<LeaseMetrics>, Arc<tokio::sync::watch::Sender<bool>>)>,
 ) -> Duration {
-    let snap = me
-        .judged(copy.values().cloned().collect(), version.to_string(), false)
-        .await;
-    let (waiting, full) = me.busy(&snap, pool);
+    // Judged in place: every lease of a pool follows it, so a copy per change would cost
+    // each of them the whole pool at every write.
+    let mut sessions = Vec::new();
+    let mut slots = BTreeMap::new();
+    for l in copy.values() {
+        match objects::role(l) {
+            Some("session") => sessions.push(l),
+            Some("slot") => {
+                if let Some(n) = me.names.slot_of(objects::name(l)) {
+                    slots.insert(n, l);
+                }
+            }
+            _ => {}
+        }
+    }
+    let judged = me
+        .observer
+        .judge(&sessions, &slots.values().copied().collect::<Vec<_>>());
+    let (waiting, full) = me.busy(&sessions, &slots, &judged, pool);
     crate::pool::say(tx, waiting);
     crate::pool::say(&me.busy, waiting || full);
     if let Some((metrics, all_held)) = gauges {
-        let held = snap
-            .slots
+        let held = slots
             .iter()
-            .filter(|(n, l)| **n < pool && holder(l).is_some_and(|h| snap.judged.alive.contains(h)))
+            .filter(|(n, l)| **n < pool && holder(l).is_some_and(|h| judged.alive.contains(h)))
             .count();
-        let queued = snap
-            .sessions
+        let queued = sessions
             .iter()
-            .filter(|s| queued(s).is_some() && snap.judged.alive.contains(objects::name(s)))
+            .filter(|s| queued(s).is_some() && judged.alive.contains(objects::name(s)))
             .count();
         metrics.pool_held.set(held as i64);
         metrics.pool_waiting.set(queued as i64);
         all_held.send_if_modified(|f| std::mem::replace(f, held >= pool as usize) != *f);
     }
-    snap.judged
+    judged
         .next
         .map_or(Duration::from_secs(60), |n| n + Duration::from_millis(50))
 }

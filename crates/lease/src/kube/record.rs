@@ -9,7 +9,8 @@
 //! ([`identity::floor_over`]), and the record goes into the params object last, in a
 //! compare-and-set of it: a claimant that reads a record finds every slot stamped.
 
-use super::api::KubeError;
+use super::api::{Kube, KubeError};
+use super::objects::Names;
 use super::objects::{self, annotate, annotation, IDENTITY, PARAMS, STAMP};
 use super::session::KubeSession;
 use crate::identity::{self, Record};
@@ -31,6 +32,22 @@ pub fn identity_of(params: &Lease) -> (String, i64) {
         .collect();
     let n = u64::from_str_radix(&hex, 16).unwrap_or(0) >> 1;
     (uid.to_string(), n as i64)
+}
+
+/// Whether the pool's params object (named by `names`) still carries identity `uid`, read
+/// from etcd now: `Some(version)` of the object if it does; `None` once it is deleted or
+/// replaced (the pool is recorded anew under another identity).
+pub(crate) async fn still_recorded(
+    kube: &Kube,
+    names: &Names,
+    uid: &str,
+) -> Result<Option<String>, KubeError> {
+    let found = kube
+        .get("reading the pool's params object", names.params())
+        .await?;
+    Ok(found
+        .filter(|p| identity_of(p).0 == uid)
+        .map(|p| objects::version(&p).to_string()))
 }
 
 impl KubeSession {

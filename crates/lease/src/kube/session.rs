@@ -177,7 +177,7 @@ impl KubeSession {
         &self,
         what: &str,
         annotations: &[(&str, Option<String>)],
-    ) -> Result<(), KubeError> {
+    ) -> Result<k8s_openapi::api::coordination::v1::Lease, KubeError> {
         let a: serde_json::Map<String, serde_json::Value> = annotations
             .iter()
             .map(|(k, v)| {
@@ -188,6 +188,6 @@ impl KubeSession {
             })
             .collect();
         let patch = serde_json::json!({"metadata": {"annotations": a}});
-        self.kube.patch(what, &self.name, patch).await.map(|_| ())
+        self.kube.patch(what, &self.name, patch).await
     }
 }

@@ -70,7 +70,7 @@ impl Session for KubeSession {
                 .note("saying whether a slot is wanted", &[(WANTS, value.clone())])
                 .await
             {
-                Ok(()) => return,
+                Ok(_) => return,
                 Err(e) if wanted => {
                     tracing::warn!(error = %e, "cannot say in Kubernetes that a slot is wanted");
                     return;
@@ -155,13 +155,10 @@ impl Session for KubeSession {
     }
 
     async fn enqueue(&self, _neg: &Negotiation, owner: &[u8]) -> Result<u64, Fault> {
-        let t = self.ticket().await?;
         let owner = String::from_utf8_lossy(owner).into_owned();
-        self.note(
-            "queueing",
-            &[(QUEUED, Some(t.to_string())), (OWNER, Some(owner))],
-        )
-        .await?;
+        let t = self.ticket(owner).await?;
+        self.note("queueing", &[(QUEUED, Some(t.to_string()))])
+            .await?;
         Ok(t)
     }
 
@@ -249,6 +246,19 @@ impl Session for KubeSession {
         owner: &[u8],
         place: Option<&u64>,
     ) -> Result<Took<u64>, Fault> {
+        // No claim under a pool whose params object is gone (deleted by the restore procedure,
+        // or to change parameters): agreed again, it is recorded anew and waits past its marks.
+        if let Some(uid) = &self.identity {
+            if super::record::still_recorded(&self.kube, &self.names, uid)
+                .await?
+                .is_none()
+            {
+                return Err(Fault::SessionGone(format!(
+                    "{} was deleted or replaced: agreeing on the pool again",
+                    self.names.params()
+                )));
+            }
+        }
         let Some(l) = self
             .kube
             .get("reading a slot", &self.names.slot(slot))

@@ -11,6 +11,8 @@ use std::collections::BTreeMap;
 pub(crate) struct KubeFixture {
     pub(crate) kube: Kube,
     pub(crate) names: Names,
+    /// The pool's identity: its params object's uid.
+    identity: String,
 }
 
 /// A holder: the marks of the slot its session holds; dropped, its session object goes (as a
@@ -71,8 +73,7 @@ impl MarkStore for KubeHolder {
     }
 }
 
-/// The identity the fixture's slot is stamped with, and the one a replaced pool stamps.
-const POOL: &str = "conformance-pool-1";
+/// The identity a replaced pool stamps (the fixture's own is its params object's uid).
 const REPLACED: &str = "conformance-pool-2";
 
 /// idcar's client as the service account of a fresh namespace of the shared server.
@@ -108,10 +109,19 @@ impl Fixture for KubeFixture {
     async fn new() -> Self {
         let kube = kube_client().await;
         let names = Names::new("conformance", "lable64", 0);
-        let stamp = BTreeMap::from([(obj::STAMP.to_string(), POOL.to_string())]);
+        // The pool's params object: its uid is the identity every write is fenced with.
+        let params = BTreeMap::from([(obj::PARAMS.to_string(), "{}".to_string())]);
+        let params = obj::object(&names, names.params(), "params", params);
+        let params = kube.create("a pool's params", &params).await.unwrap();
+        let identity = params.metadata.uid.clone().expect("a uid");
+        let stamp = BTreeMap::from([(obj::STAMP.to_string(), identity.clone())]);
         let slot = obj::object(&names, &names.slot(SLOT), "slot", stamp);
         kube.create("a pool's slot", &slot).await.unwrap();
-        KubeFixture { kube, names }
+        KubeFixture {
+            kube,
+            names,
+            identity,
+        }
     }
     async fn holder(&self) -> KubeHolder {
         let session = self.names.session(&format!("{:016x}", rand_id()));
@@ -146,7 +156,7 @@ impl Fixture for KubeFixture {
                 self.kube.clone(),
                 self.names.clone(),
                 session.clone(),
-                Some(POOL.to_string()),
+                Some(self.identity.clone()),
             ),
             kube: self.kube.clone(),
             session,
