@@ -72,30 +72,9 @@ impl ApiServer {
     pub fn start(host: &Host, etcd: String, dir: &Path) -> Result<ApiServer> {
         std::fs::create_dir_all(dir)?;
         let repo = super::workspace();
-        run(
-            Command::new("bash")
-                .arg(repo.join("zk/tls-certs.sh"))
-                .arg(dir.join("certs"))
-                .env("SERVER_SAN", format!("IP:{},IP:127.0.0.1", host.addr)),
-            "zk/tls-certs.sh",
-        )?;
-        run(
-            Command::new("openssl")
-                .args(["genrsa", "-out", "sa.key", "2048"])
-                .current_dir(dir),
-            "openssl genrsa",
-        )?;
-        run(
-            Command::new("openssl")
-                .args(["rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub"])
-                .current_dir(dir),
-            "openssl rsa",
-        )?;
         let token = format!("{:032x}", rand::random::<u128>());
-        std::fs::write(
-            dir.join("tokens.csv"),
-            format!("{token},admin,admin-uid,system:masters\n"),
-        )?;
+        let san = format!("IP:{},IP:127.0.0.1", host.addr);
+        idcar_testkit::kube::server_files(dir, &san, &token).map_err(anyhow::Error::msg)?;
         let mut s = ApiServer {
             host: host.clone(),
             dir: dir.to_path_buf(),
@@ -164,22 +143,11 @@ impl ApiServer {
             .args(["netns", "exec", &self.host.ns])
             .arg(home()?.join("bin/kube-apiserver"))
             .current_dir(&self.dir)
-            .args(["--etcd-servers", &self.etcd])
-            .args(["--bind-address", &self.host.addr])
-            .args(["--advertise-address", &self.host.addr])
-            .args(["--secure-port", &PORT.to_string()])
-            .args(["--tls-cert-file", "certs/server.crt"])
-            .args(["--tls-private-key-file", "certs/server-key.pem"])
-            .args(["--client-ca-file", "certs/ca.pem"])
-            .args(["--token-auth-file", "tokens.csv"])
-            .args(["--authorization-mode", "RBAC"])
-            .args(["--service-account-issuer", "https://kubernetes.default.svc"])
-            .args(["--service-account-key-file", "sa.pub"])
-            .args(["--service-account-signing-key-file", "sa.key"])
-            .args(["--service-cluster-ip-range", "10.96.0.0/24"])
-            .args(["--endpoint-reconciler-type", "none"])
-            .args(["--cert-dir", "generated"])
-            .args(["--profiling=false", "--v=1"])
+            .args(idcar_testkit::kube::flags(
+                &self.host.addr,
+                PORT,
+                &self.etcd,
+            ))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)

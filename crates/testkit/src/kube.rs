@@ -49,6 +49,77 @@ pub fn kubectl_bin() -> PathBuf {
     home().join("bin/kubectl")
 }
 
+/// The files an API server of [`flags`] reads, written to `dir`: a throwaway CA and the
+/// server's certificate for `san` (`certs/`), service-account signing keys (`sa.key`,
+/// `sa.pub`), and the administrator's static token (`tokens.csv`, group `system:masters`).
+pub fn server_files(dir: &Path, san: &str, admin_token: &str) -> Result<(), String> {
+    crate::certs_for(&dir.join("certs"), san)?;
+    for args in [
+        &["genrsa", "-out", "sa.key", "2048"][..],
+        &["rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub"][..],
+    ] {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .map_err(|e| format!("openssl: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "openssl {}: {}",
+                args[0],
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+    }
+    std::fs::write(
+        dir.join("tokens.csv"),
+        format!("{admin_token},admin,admin-uid,system:masters\n"),
+    )
+    .map_err(|e| format!("tokens.csv: {e}"))
+}
+
+/// kube-apiserver's flags, run in the directory of [`server_files`]: on `addr:port` over TLS,
+/// RBAC on, its objects in `etcd` (`--etcd-servers`).
+pub fn flags(addr: &str, port: u16, etcd: &str) -> Vec<String> {
+    let port = port.to_string();
+    [
+        "--etcd-servers",
+        etcd,
+        "--bind-address",
+        addr,
+        "--advertise-address",
+        addr,
+        "--secure-port",
+        &port,
+        "--tls-cert-file",
+        "certs/server.crt",
+        "--tls-private-key-file",
+        "certs/server-key.pem",
+        "--client-ca-file",
+        "certs/ca.pem",
+        "--token-auth-file",
+        "tokens.csv",
+        "--authorization-mode",
+        "RBAC",
+        "--service-account-issuer",
+        "https://kubernetes.default.svc",
+        "--service-account-key-file",
+        "sa.pub",
+        "--service-account-signing-key-file",
+        "sa.key",
+        "--service-cluster-ip-range",
+        "10.96.0.0/24",
+        "--endpoint-reconciler-type",
+        "none",
+        "--cert-dir",
+        "generated",
+        "--profiling=false",
+        "--v=1",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
 /// One API server and its etcd.
 pub struct ApiServer {
     tmp: tempfile::TempDir,
@@ -62,30 +133,8 @@ impl ApiServer {
     pub fn start() -> ApiServer {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path();
-        crate::certs(&dir.join("certs"));
-        for (args, what) in [
-            (vec!["genrsa", "-out", "sa.key", "2048"], "the signing key"),
-            (
-                vec!["rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub"],
-                "its public key",
-            ),
-        ] {
-            let out = Command::new("openssl")
-                .args(args)
-                .current_dir(dir)
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "openssl ({what}): {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::fs::write(
-            dir.join("tokens.csv"),
-            format!("{ADMIN_TOKEN},admin,admin-uid,system:masters\n"),
-        )
-        .unwrap();
+        server_files(dir, "IP:127.0.0.1,DNS:localhost", ADMIN_TOKEN)
+            .unwrap_or_else(|e| panic!("{e}"));
         let mut s = ApiServer {
             tmp,
             etcd: Etcd::single(),
@@ -120,26 +169,7 @@ impl ApiServer {
         let etcd = format!("http://{}", self.etcd.endpoints());
         let child = Command::new(home().join("bin/kube-apiserver"))
             .current_dir(dir)
-            .args(["--etcd-servers", &etcd])
-            .args([
-                "--bind-address",
-                "127.0.0.1",
-                "--advertise-address",
-                "127.0.0.1",
-            ])
-            .args(["--secure-port", &self.port.to_string()])
-            .args(["--tls-cert-file", "certs/server.crt"])
-            .args(["--tls-private-key-file", "certs/server-key.pem"])
-            .args(["--client-ca-file", "certs/ca.pem"])
-            .args(["--token-auth-file", "tokens.csv"])
-            .args(["--authorization-mode", "RBAC"])
-            .args(["--service-account-issuer", "https://kubernetes.default.svc"])
-            .args(["--service-account-key-file", "sa.pub"])
-            .args(["--service-account-signing-key-file", "sa.key"])
-            .args(["--service-cluster-ip-range", "10.96.0.0/24"])
-            .args(["--endpoint-reconciler-type", "none"])
-            .args(["--cert-dir", "generated"])
-            .args(["--profiling=false", "--v=1"])
+            .args(flags("127.0.0.1", self.port, &etcd))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)

@@ -75,17 +75,24 @@ pub fn repo() -> PathBuf {
 /// the server's for 127.0.0.1 and localhost (`server.pem`, `server.crt`, `server-key.pem`), a
 /// client's with CN=idcar (`client.pem`, `client-key.pem`).
 pub fn certs(dir: &std::path::Path) {
+    certs_for(dir, "IP:127.0.0.1,DNS:localhost").unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// [`certs`] with the server's certificate for `san` (`IP:10.0.0.1,DNS:name,...`).
+pub fn certs_for(dir: &std::path::Path, san: &str) -> Result<(), String> {
     let out = Command::new("bash")
         .arg(repo().join("zk/tls-certs.sh"))
         .arg(dir)
-        .env("SERVER_SAN", "IP:127.0.0.1,DNS:localhost")
+        .env("SERVER_SAN", san)
         .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "zk/tls-certs.sh: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .map_err(|e| format!("bash: {e}"))?;
+    match out.status.success() {
+        true => Ok(()),
+        false => Err(format!(
+            "zk/tls-certs.sh: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )),
+    }
 }
 
 /// A tool the tests need: from the test venv (`target/test-tools/venv/bin`) or the PATH.
