@@ -12,6 +12,7 @@ use anyhow::{bail, Context, Result};
 use nix::sys::signal::Signal;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// Its port on the node's bridge address.
@@ -29,25 +30,20 @@ pub struct ApiServer {
     pid: Option<i32>,
 }
 
-/// The store cache's Kubernetes directory (`kube/lib.sh`'s `kube_home`).
-fn home() -> Result<PathBuf> {
-    let lib = super::workspace().join("kube/lib.sh");
-    let out = Command::new("bash")
-        .arg("-c")
-        .arg(format!(". \"{}\" && kube_home", lib.display()))
-        .stdin(Stdio::null())
-        .output()?;
-    if !out.status.success() {
-        bail!("{}", String::from_utf8_lossy(&out.stderr).trim_end());
+/// The pinned release's binaries in the store cache (`kube/lib.sh`'s `kube_home`), found once.
+fn bin() -> Result<&'static Path> {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    if let Some(bin) = BIN.get() {
+        return Ok(bin);
     }
-    let home = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim_end());
-    if !home.join("bin/kube-apiserver").exists() {
+    let bin = super::from_lib("kube/lib.sh", "kube_home")?.join("bin");
+    if !bin.join("kube-apiserver").exists() {
         bail!(
             "{} not built: run kube/ensure-kube.sh (tests/ensure-deps.sh does)",
-            home.join("bin/kube-apiserver").display()
+            bin.join("kube-apiserver").display()
         );
     }
-    Ok(home)
+    Ok(BIN.get_or_init(|| bin))
 }
 
 /// Runs `cmd` and fails with its stderr.
@@ -124,7 +120,7 @@ impl ApiServer {
         run(
             Command::new("ip")
                 .args(["netns", "exec", &self.host.ns, "timeout", "30"])
-                .arg(home()?.join("bin/kubectl"))
+                .arg(bin()?.join("kubectl"))
                 .arg("--kubeconfig")
                 .arg(self.admin())
                 .args(["--request-timeout", "20s"])
@@ -141,7 +137,7 @@ impl ApiServer {
             .open(self.dir.join("apiserver.log"))?;
         let child = Command::new("ip")
             .args(["netns", "exec", &self.host.ns])
-            .arg(home()?.join("bin/kube-apiserver"))
+            .arg(bin()?.join("kube-apiserver"))
             .current_dir(&self.dir)
             .args(idcar_testkit::kube::flags(
                 &self.host.addr,

@@ -36,16 +36,7 @@ fn etcd_dir() -> Result<&'static Path> {
     if let Some(dir) = DIR.get() {
         return Ok(dir);
     }
-    let lib = super::workspace().join("etcd/lib.sh");
-    let out = Command::new("bash")
-        .arg("-c")
-        .arg(format!(". \"{}\" && etcd_bin etcd", lib.display()))
-        .stdin(Stdio::null())
-        .output()?;
-    if !out.status.success() {
-        bail!("{}", String::from_utf8_lossy(&out.stderr).trim_end());
-    }
-    let etcd = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim_end());
+    let etcd = super::from_lib("etcd/lib.sh", "etcd_bin etcd")?;
     let dir = etcd.parent().context("etcd's directory")?.to_path_buf();
     Ok(DIR.get_or_init(|| dir))
 }

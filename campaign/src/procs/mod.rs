@@ -48,6 +48,21 @@ impl Cluster {
     }
 }
 
+/// What `call` prints with the workspace's shell library `lib` sourced (`etcd/lib.sh`'s
+/// `etcd_bin etcd`, `kube/lib.sh`'s `kube_home`): a path in the store cache.
+pub(crate) fn from_lib(lib: &str, call: &str) -> anyhow::Result<std::path::PathBuf> {
+    let lib = workspace().join(lib);
+    let out = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!(". \"{}\" && {call}", lib.display()))
+        .stdin(std::process::Stdio::null())
+        .output()?;
+    if !out.status.success() {
+        anyhow::bail!("{}", String::from_utf8_lossy(&out.stderr).trim_end());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim_end().into())
+}
+
 /// The repository this campaign was built in (its scripts: `zk/lib.sh`; its `target/`).
 pub(crate) fn workspace() -> std::path::PathBuf {
     let campaign = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
