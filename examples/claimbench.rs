@@ -11,9 +11,10 @@
 //!   --kube-etcd 127.0.0.1:2379,127.0.0.1:2380,127.0.0.1:2381
 //! ```
 //!
-//! Each negotiator has its own ZooKeeper session (or etcd lease and connection), as separate
-//! idcar processes would; all run in this process under a fresh root so earlier runs do not
-//! interfere. Reports:
+//! Each negotiator has its own ZooKeeper session (or etcd lease and connection, or Kubernetes
+//! session object), as separate idcar processes would; all run in this process under a fresh
+//! root so earlier runs do not interfere. With Kubernetes they share one follower of each pool
+//! (one list and one watch), as the `--slots` parts of one idcar process do. Reports:
 //! 1. uncontended claim: claim duration (queue node to slot node and mark read, i.e. after
 //!    the session is established) and start-to-lease, medians over repeated claims;
 //! 2. 65 started together: time until all 64 slots are held, and until the 65th reports the
@@ -103,6 +104,12 @@ fn timing(args: &Args) -> Timing {
     }
 }
 
+/// The Kubernetes followers of this process's leases.
+fn followers() -> &'static idcar::lease::kube::Followers {
+    static F: std::sync::OnceLock<idcar::lease::kube::Followers> = std::sync::OnceLock::new();
+    F.get_or_init(Default::default)
+}
+
 /// Starts one negotiator of `cluster` under `root` in the store benchmarked.
 fn negotiator(args: &Args, root: &str, cluster: u8) -> (LeaseHandle, Arc<LeaseMetrics>) {
     let scheme = by_name("lable64", LayoutParams::default())
@@ -128,6 +135,9 @@ fn negotiator(args: &Args, root: &str, cluster: u8) -> (LeaseHandle, Arc<LeaseMe
             kubeconfig: Some(kubeconfig.clone()),
             namespace: None,
             ttl: args.kube_ttl,
+            // One process: its leases share one follower per pool, as an instance's `--slots`
+            // parts do (fleetbench runs one process per instance).
+            followers: followers().clone(),
         };
         // Object names: the root as a DNS label.
         let mut pool = pool;
@@ -267,7 +277,7 @@ async fn rolling_restart(args: &Args, root: &str) -> anyhow::Result<()> {
     let (t, w0) = (Instant::now(), counter.writes().await?);
     let mut fleet: Vec<_> = (0..n).map(|i| negotiator(args, root, cluster(i))).collect();
     for (lease, _) in &fleet {
-        held(lease, Duration::from_secs(120)).await?;
+        held(lease, Duration::from_secs(300)).await?;
     }
     let (took, w1) = (t.elapsed(), counter.writes().await?);
     println!(

@@ -184,6 +184,49 @@ async fn the_params_object_deleted_stops_an_idle_holder_within_a_second() {
     }
 }
 
+/// A place in the queue left on a holder's session object (its clearing write lost in an
+/// overloaded API server) holds no one up: a holder is not in the queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_place_left_on_a_holders_session_does_not_hold_the_queue_up() {
+    let (config, ns) = tokio::task::spawn_blocking(|| shared().fresh_namespace())
+        .await
+        .unwrap();
+    // Two slots: with one free, a claimant behind one place takes nothing by rank.
+    let two = ["--pool-size", "2"];
+    let a = start(&config, &two).await;
+    a.wait_ready(LIMIT).await;
+    let ns2 = ns.clone();
+    tokio::task::spawn_blocking(move || {
+        let path = "jsonpath={.items[*].metadata.name}";
+        let sessions = shared()
+            .kubectl(&[
+                "get",
+                "leases",
+                "-n",
+                &ns2,
+                "-l",
+                "idcar.dev/role=session",
+                "-o",
+                path,
+            ])
+            .unwrap();
+        let session = sessions
+            .split_whitespace()
+            .next()
+            .expect("a's session")
+            .to_string();
+        let place = "idcar.dev/queued=1";
+        shared().must(&["annotate", "lease", &session, place, "-n", &ns2]);
+    })
+    .await
+    .unwrap();
+    let b = start(&config, &two).await;
+    b.wait_ready(LIMIT).await;
+    let (x, y) = (a.take(1).await.unwrap(), b.take(1).await.unwrap());
+    let (x, y) = (Fields::unpack(x[0]).unwrap(), Fields::unpack(y[0]).unwrap());
+    assert_ne!(x.generator, y.generator, "one slot each");
+}
+
 /// The uid of the params object of lable64 cluster 0 in `ns`, if there is one.
 fn uid_of(ns: &str) -> Option<String> {
     let path = "jsonpath={.metadata.uid}";

@@ -417,6 +417,7 @@ async fn kube_admin(path: &str) -> Result<Kube> {
         kubeconfig: Some(path.into()),
         namespace: Some(crate::procs::KUBE_NAMESPACE.to_string()),
         ttl: Duration::from_secs(15),
+        followers: Default::default(),
     };
     Kube::connect(&cfg, Duration::from_secs(3))
         .await

@@ -91,6 +91,7 @@ fn kube_spec(k: &KubeArgs) -> Result<StoreSpec, UsageError> {
             kubeconfig: k.kubeconfig.clone(),
             namespace: k.kube_namespace.clone(),
             ttl,
+            followers: Default::default(),
         },
         prefix: k.kube_prefix.clone(),
     })

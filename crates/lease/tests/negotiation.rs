@@ -148,6 +148,7 @@ impl KubeFixture {
             kubeconfig: Some(self.kubeconfig.clone()),
             namespace: Some(self.ns.clone()),
             ttl: Duration::from_secs(4),
+            followers: Default::default(),
         }
     }
 }

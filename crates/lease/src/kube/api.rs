@@ -9,6 +9,8 @@ use kube::api::{
     WatchParams,
 };
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Lease objects of one namespace, through the API server.
@@ -17,6 +19,9 @@ pub struct Kube {
     api: Api<Lease>,
     namespace: String,
     timeout: Duration,
+    /// The highest `resourceVersion` of an object this client read or wrote (shared by its
+    /// clones): a copy of the pool that has seen it has seen everything this client did.
+    seen: Arc<AtomicU64>,
 }
 
 /// The bound of a list, whatever the bound of one call.
@@ -100,48 +105,79 @@ impl Kube {
             api: Api::namespaced(client, &namespace),
             namespace,
             timeout,
+            seen: Arc::default(),
         })
+    }
+
+    /// The highest `resourceVersion` of an object this client (or a clone) read or wrote.
+    pub fn seen(&self) -> u64 {
+        self.seen.load(Ordering::Relaxed)
+    }
+
+    /// Notes `lease` as read or written.
+    fn saw(&self, lease: &Lease) -> &Self {
+        if let Ok(v) = super::objects::version_number(lease) {
+            self.seen.fetch_max(v, Ordering::Relaxed);
+        }
+        self
     }
 
     pub fn namespace(&self) -> &str {
         &self.namespace
     }
 
-    async fn bounded<T>(
+    async fn bounded<T, F: Future<Output = Result<T, kube::Error>>>(
         &self,
         what: &str,
-        call: impl Future<Output = Result<T, kube::Error>>,
+        call: impl Fn() -> F,
     ) -> Result<T, KubeError> {
-        match tokio::time::timeout(self.timeout, call).await {
-            Ok(r) => r.map_err(|e| KubeError::of(what, e)),
-            Err(_) => Err(KubeError::Unavailable(format!(
-                "{what}: no answer within {:?}",
-                self.timeout
-            ))),
+        self.within(self.timeout, what, call).await
+    }
+
+    /// One call, bounded by `bound` in all; a call the server turned away as too many at once
+    /// (429: nothing was done) is made again after a growing, jittered pause within the bound,
+    /// so a fleet starting together spreads its calls instead of repeating them in step.
+    async fn within<T, F: Future<Output = Result<T, kube::Error>>>(
+        &self,
+        bound: Duration,
+        what: &str,
+        call: impl Fn() -> F,
+    ) -> Result<T, KubeError> {
+        let deadline = tokio::time::Instant::now() + bound;
+        let mut pause = Duration::from_millis(50);
+        for _ in 0..16 {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            match tokio::time::timeout(left, call()).await {
+                Ok(Err(kube::Error::Api(s))) if s.code == 429 => {
+                    let wait = pause.mul_f64(rand::random_range(0.5..1.5));
+                    pause = (pause * 2).min(Duration::from_secs(2));
+                    if tokio::time::Instant::now() + wait >= deadline {
+                        return Err(KubeError::of(what, kube::Error::Api(s)));
+                    }
+                    tokio::time::sleep(wait).await;
+                }
+                Ok(r) => return r.map_err(|e| KubeError::of(what, e)),
+                Err(_) => break,
+            }
         }
+        Err(KubeError::Unavailable(format!(
+            "{what}: no answer within {bound:?}"
+        )))
     }
 
     /// The object `name`, or `None`.
     pub async fn get(&self, what: &str, name: &str) -> Result<Option<Lease>, KubeError> {
-        self.bounded(what, self.api.get_opt(name)).await
+        let found = self.bounded(what, || self.api.get_opt(name)).await?;
+        if let Some(l) = &found {
+            self.saw(l);
+        }
+        Ok(found)
     }
 
     /// The objects with `labels` (a label selector), read at one moment, and the list's
     /// resource version (for a watch from it).
     pub async fn list(&self, what: &str, labels: &str) -> Result<(Vec<Lease>, String), KubeError> {
         self.list_with(what, ListParams::default().labels(labels))
-            .await
-    }
-
-    /// As [`Kube::list`], served from the API server's cache (`resourceVersion=0`): possibly a
-    /// moment old, and no read of its etcd — for followers that only need hints (the gauges,
-    /// who waits), never for a decision a compare-and-set does not fence.
-    pub async fn list_cached(
-        &self,
-        what: &str,
-        labels: &str,
-    ) -> Result<(Vec<Lease>, String), KubeError> {
-        self.list_with(what, ListParams::default().labels(labels).match_any())
             .await
     }
 
@@ -152,14 +188,7 @@ impl Kube {
     ) -> Result<(Vec<Lease>, String), KubeError> {
         // A pool of a thousand slots is a list of a megabyte: given longer than one object.
         let bound = self.timeout.max(LIST_AT_LEAST);
-        let list = match tokio::time::timeout(bound, self.api.list(&lp)).await {
-            Ok(r) => r.map_err(|e| KubeError::of(what, e))?,
-            Err(_) => {
-                return Err(KubeError::Unavailable(format!(
-                    "{what}: no answer within {bound:?}"
-                )))
-            }
-        };
+        let list = self.within(bound, what, || self.api.list(&lp)).await?;
         let rv = list.metadata.resource_version.unwrap_or_default();
         Ok((list.items, rv))
     }
@@ -168,12 +197,12 @@ impl Kube {
     /// (creates are rare: a session, a pool's objects once).
     pub async fn create(&self, what: &str, lease: &Lease) -> Result<Lease, KubeError> {
         let bound = self.timeout.max(LIST_AT_LEAST);
-        match tokio::time::timeout(bound, self.api.create(&PostParams::default(), lease)).await {
-            Ok(r) => r.map_err(|e| KubeError::of(what, e)),
-            Err(_) => Err(KubeError::Unavailable(format!(
-                "{what}: no answer within {bound:?}"
-            ))),
-        }
+        let pp = PostParams::default();
+        let l = self
+            .within(bound, what, || self.api.create(&pp, lease))
+            .await?;
+        self.saw(&l);
+        Ok(l)
     }
 
     /// Applies a JSON merge patch to `name` (with `metadata.resourceVersion` in it, a
@@ -185,8 +214,12 @@ impl Kube {
         patch: serde_json::Value,
     ) -> Result<Lease, KubeError> {
         let pp = PatchParams::default();
-        self.bounded(what, self.api.patch(name, &pp, &Patch::Merge(&patch)))
-            .await
+        let merge = Patch::Merge(&patch);
+        let l = self
+            .bounded(what, || self.api.patch(name, &pp, &merge))
+            .await?;
+        self.saw(&l);
+        Ok(l)
     }
 
     /// Deletes `name` if it is still at `version` (any version with `None`): whether it went;
@@ -204,7 +237,7 @@ impl Kube {
             }),
             ..DeleteParams::default()
         };
-        match self.bounded(what, self.api.delete(name, &dp)).await {
+        match self.bounded(what, || self.api.delete(name, &dp)).await {
             Ok(_) | Err(KubeError::NotFound(_)) => Ok(true),
             Err(KubeError::Conflict(_)) => Ok(false),
             Err(e) => Err(e),
@@ -223,7 +256,7 @@ impl Kube {
         let secs = trusted.as_secs().clamp(1, 290) as u32;
         let wp = WatchParams::default().labels(labels).timeout(secs);
         let stream = self
-            .bounded("watching the pool", self.api.watch(&wp, version))
+            .bounded("watching the pool", || self.api.watch(&wp, version))
             .await?;
         Ok(stream
             .take_while(|e| {
@@ -242,71 +275,5 @@ impl Kube {
                     _ => None,
                 })
             }))
-    }
-
-    /// Resolves at the first change after `version` of the objects `selector` names (a label
-    /// selector, or `metadata.name=` as a field selector), or after `trusted` (a watch only
-    /// saves polling: its end, an error or an expired version wakes the waiter at once).
-    pub fn changed(
-        &self,
-        labels: Option<String>,
-        fields: Option<String>,
-        version: String,
-        trusted: Duration,
-    ) -> impl Future<Output = ()> + Send + 'static {
-        self.watch_until(labels, fields, version, trusted, |_| true)
-    }
-
-    /// Resolves once the object `name` is deleted after `version`, or after `trusted` (as
-    /// [`Kube::changed`]: an error or an expired version wakes the waiter at once); its
-    /// changes do not.
-    pub fn deleted(
-        &self,
-        name: &str,
-        version: String,
-        trusted: Duration,
-    ) -> impl Future<Output = ()> + Send + 'static {
-        let fields = Some(format!("metadata.name={name}"));
-        self.watch_until(None, fields, version, trusted, |e| {
-            matches!(e, WatchEvent::Deleted(_))
-        })
-    }
-
-    /// Resolves at the first event `wakes` says so of (an error always does), or after
-    /// `trusted`.
-    fn watch_until(
-        &self,
-        labels: Option<String>,
-        fields: Option<String>,
-        version: String,
-        trusted: Duration,
-        wakes: fn(&WatchEvent<Lease>) -> bool,
-    ) -> impl Future<Output = ()> + Send + 'static {
-        let api = self.api.clone();
-        async move {
-            let secs = trusted.as_secs().clamp(1, 290) as u32;
-            let mut wp = WatchParams::default().timeout(secs);
-            if let Some(l) = &labels {
-                wp = wp.labels(l);
-            }
-            if let Some(f) = &fields {
-                wp = wp.fields(f);
-            }
-            let watch = async {
-                let Ok(stream) = api.watch(&wp, &version).await else {
-                    tokio::time::sleep(Duration::from_millis(500)).await;
-                    return;
-                };
-                let mut stream = std::pin::pin!(stream);
-                while let Some(event) = stream.next().await {
-                    match event {
-                        Ok(WatchEvent::Bookmark(_)) => continue,
-                        Ok(e) if !wakes(&e) => continue,
-                        _ => return,
-                    }
-                }
-            };
-            let _ = tokio::time::timeout(trusted, watch).await;
-        }
     }
 }

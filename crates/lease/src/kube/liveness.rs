@@ -8,10 +8,10 @@
 //! session's renewal interval starts its watch over, so an outage everyone shared ends nobody's
 //! session: the holder could not write while we could not read.
 
-use super::objects::{duration, holder, name, version};
+use super::objects::{duration, holder, name, version, version_number};
 use k8s_openapi::api::coordination::v1::Lease;
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Mutex;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -33,18 +33,31 @@ pub struct Observer {
     inner: Mutex<Seen>,
 }
 
+/// One session as last seen changed.
+struct Watched {
+    /// Its object's version.
+    own: u64,
+    /// What changes at every renewal: the highest version of its object and the slot
+    /// objects it holds (every write raises it: versions only grow).
+    renewed: u64,
+    /// Since when (this process's clock) it is unchanged.
+    since: Instant,
+    /// The judgement it was last seen in (those not seen in the latest are forgotten).
+    seen_in: u64,
+}
+
 #[derive(Default)]
 struct Seen {
-    /// Each session's version as last seen changed, and since when (this process's clock).
-    sessions: BTreeMap<String, (String, Instant)>,
+    sessions: BTreeMap<Arc<str>, Watched>,
     last_read: Option<Instant>,
+    judgements: u64,
 }
 
 /// A look at the pool's sessions.
 #[derive(Debug, Default)]
 pub struct Judged {
     /// Sessions renewed within their duration, as far as this process can tell.
-    pub alive: BTreeSet<String>,
+    pub alive: BTreeSet<Arc<str>>,
     /// Sessions seen unrenewed for their whole duration: their names and versions (deleted at
     /// that version, their slots are free).
     pub ended: Vec<(String, String)>,
@@ -53,45 +66,79 @@ pub struct Judged {
 }
 
 impl Observer {
-    /// Judges the session objects of one successful list (`sessions`: every session of the
-    /// pool, `slots`: every slot object, read at one moment).
-    pub fn judge(&self, sessions: &[&Lease], slots: &[&Lease]) -> Judged {
-        let mut held: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    /// Judges the pool's sessions (`sessions`: every session of the pool, `slots`: every slot
+    /// object, as of one moment). `read`: they were just read (a list, or the watch's
+    /// changes); else they are looked at again as time passed, and a session is judged over
+    /// only if the last read is recent enough for its watch to count (see [`restarts_after`]).
+    pub fn judge<'a>(
+        &self,
+        sessions: impl IntoIterator<Item = &'a Lease>,
+        slots: impl IntoIterator<Item = &'a Lease>,
+        read: bool,
+    ) -> Judged {
+        let mut held: HashMap<&str, u64> = HashMap::new();
         for slot in slots {
             if let Some(h) = holder(slot) {
-                held.entry(h).or_default().push(version(slot));
+                let v = version_number(slot).unwrap_or(0);
+                let e = held.entry(h).or_default();
+                *e = (*e).max(v);
             }
         }
         let now = Instant::now();
-        let mut seen = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let seen = &mut *guard;
         let gap = seen.last_read.map(|at| now.duration_since(at));
-        if gap.is_none_or(|g| g > GAP) {
-            seen.sessions.clear();
-        }
-        seen.last_read = Some(now);
-        let mut judged = Judged::default();
-        let mut kept = BTreeMap::new();
-        for s in sessions {
-            let n = name(s).to_string();
-            // What changes with every renewal: the object, or a slot it holds (a mark write).
-            let mut slots = held.get(n.as_str()).cloned().unwrap_or_default();
-            slots.sort_unstable();
-            let v = format!("{}/{}", version(s), slots.join(","));
-            let unread = gap.is_some_and(|g| g > restarts_after(duration(s)));
-            let since = match seen.sessions.get(&n) {
-                Some((was, since)) if *was == v && !unread => *since,
-                _ => now,
-            };
-            let left = duration(s).saturating_sub(now.duration_since(since));
-            if left.is_zero() {
-                judged.ended.push((n.clone(), version(s).to_string()));
-            } else {
-                judged.next = Some(judged.next.map_or(left, |x| x.min(left)));
-                judged.alive.insert(n.clone());
+        if read {
+            if gap.is_none_or(|g| g > GAP) {
+                seen.sessions.clear();
             }
-            kept.insert(n, (v, since));
+            seen.last_read = Some(now);
         }
-        seen.sessions = kept;
+        seen.judgements += 1;
+        let this = seen.judgements;
+        let mut judged = Judged::default();
+        for s in sessions {
+            let n = name(s);
+            let own = version_number(s).unwrap_or(0);
+            let renewed = own.max(held.get(n).copied().unwrap_or(0));
+            let unread = gap.is_none_or(|g| g > restarts_after(duration(s)));
+            let (key, w) = match seen.sessions.get_key_value(n) {
+                Some((k, _)) => {
+                    let k = k.clone();
+                    let w = seen.sessions.get_mut(n).expect("just found");
+                    // Renewed, or read again after a gap: its watch starts over.
+                    if w.renewed != renewed || (read && unread) {
+                        w.since = now;
+                    }
+                    (k, w)
+                }
+                None => {
+                    let k: Arc<str> = Arc::from(n);
+                    let w = Watched {
+                        own,
+                        renewed,
+                        since: now,
+                        seen_in: this,
+                    };
+                    let w = seen.sessions.entry(k.clone()).or_insert(w);
+                    (k, w)
+                }
+            };
+            w.own = own;
+            w.renewed = renewed;
+            w.seen_in = this;
+            let left = duration(s).saturating_sub(now.duration_since(w.since));
+            if left.is_zero() && (read || !unread) {
+                judged.ended.push((n.to_string(), version(s).to_string()));
+            } else {
+                // Unread for too long, only a read can end it: nothing to look at before.
+                if !left.is_zero() {
+                    judged.next = Some(judged.next.map_or(left, |x| x.min(left)));
+                }
+                judged.alive.insert(key);
+            }
+        }
+        seen.sessions.retain(|_, w| w.seen_in == this);
         judged
     }
 
@@ -99,11 +146,10 @@ impl Observer {
     pub fn live(&self, session: &Lease) -> bool {
         let now = Instant::now();
         let seen = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        // Seen in a list, its version also counts its slots: compared by the object's own
-        // part; a session seen only now is live.
-        let (n, v) = (name(session).to_string(), version(session).to_string());
-        let since = match seen.sessions.get(&n) {
-            Some((was, since)) if was.split('/').next() == Some(v.as_str()) => *since,
+        // Its own object's version compared (a list also counted its slots); a session seen
+        // only now is live.
+        let since = match seen.sessions.get(name(session)) {
+            Some(w) if w.own == version_number(session).unwrap_or(0) => w.since,
             _ => now,
         };
         now.duration_since(since) < duration(session)
@@ -134,39 +180,39 @@ mod tests {
     async fn a_session_ends_only_after_its_duration_unrenewed_without_a_gap() {
         let o = Observer::default();
         let a = session("a", "1", 3);
-        let j = o.judge(&[&a], &[]);
+        let j = o.judge([&a], [], true);
         assert!(j.alive.contains("a") && j.ended.is_empty());
         assert_eq!(j.next, Some(Duration::from_secs(3)));
         // Renewed: the watch starts over.
         tokio::time::advance(Duration::from_secs(2)).await;
         let a2 = session("a", "2", 3);
-        assert!(o.judge(&[&a2], &[]).alive.contains("a"));
+        assert!(o.judge([&a2], [], true).alive.contains("a"));
         tokio::time::advance(Duration::from_secs(2)).await;
-        assert!(o.judge(&[&a2], &[]).alive.contains("a"));
+        assert!(o.judge([&a2], [], true).alive.contains("a"));
         tokio::time::advance(Duration::from_millis(1001)).await;
-        let j = o.judge(&[&a2], &[]);
+        let j = o.judge([&a2], [], true);
         assert_eq!(j.ended, vec![("a".to_string(), "2".to_string())]);
         // A gap in our own reads: nothing is known of it, the watch starts over.
         tokio::time::advance(Duration::from_secs(11)).await;
-        assert!(o.judge(&[&a2], &[]).alive.contains("a"));
+        assert!(o.judge([&a2], [], true).alive.contains("a"));
         // A shorter one, past a third of a longer session's duration (an outage we shared
         // with its holder, who could not renew meanwhile): its watch starts over too.
         let c = session("c", "1", 15);
-        assert!(o.judge(&[&c], &[]).alive.contains("c"));
+        assert!(o.judge([&c], [], true).alive.contains("c"));
         tokio::time::advance(Duration::from_secs(4)).await;
-        assert!(o.judge(&[&c], &[]).alive.contains("c"));
+        assert!(o.judge([&c], [], true).alive.contains("c"));
         tokio::time::advance(Duration::from_secs(6)).await;
-        assert!(o.judge(&[&c], &[]).alive.contains("c"));
+        assert!(o.judge([&c], [], true).alive.contains("c"));
         tokio::time::advance(Duration::from_secs(4)).await;
         for _ in 0..5 {
             assert!(
-                o.judge(&[&c], &[]).alive.contains("c"),
+                o.judge([&c], [], true).alive.contains("c"),
                 "judged across the gap"
             );
             tokio::time::advance(Duration::from_secs(2)).await;
         }
         tokio::time::advance(Duration::from_secs(2)).await;
-        assert_eq!(o.judge(&[&c], &[]).ended.len(), 1);
+        assert_eq!(o.judge([&c], [], true).ended.len(), 1);
         // One read alone: a session first seen now is live.
         assert!(o.live(&session("b", "7", 3)));
     }
@@ -177,19 +223,19 @@ mod tests {
         let a = session("a", "1", 3);
         let mut slot = session("slot-0", "10", 3);
         slot.spec.as_mut().unwrap().holder_identity = Some("a".into());
-        assert!(o.judge(&[&a], &[&slot]).alive.contains("a"));
+        assert!(o.judge([&a], [&slot], true).alive.contains("a"));
         for v in ["11", "12", "13"] {
             tokio::time::advance(Duration::from_secs(2)).await;
             slot.metadata.resource_version = Some(v.into());
             assert!(
-                o.judge(&[&a], &[&slot]).alive.contains("a"),
+                o.judge([&a], [&slot], true).alive.contains("a"),
                 "renewed by {v}"
             );
         }
         tokio::time::advance(Duration::from_secs(2)).await;
-        assert!(o.judge(&[&a], &[&slot]).alive.contains("a"));
+        assert!(o.judge([&a], [&slot], true).alive.contains("a"));
         tokio::time::advance(Duration::from_millis(1001)).await;
-        let j = o.judge(&[&a], &[&slot]);
+        let j = o.judge([&a], [&slot], true);
         assert_eq!(j.ended, vec![("a".to_string(), "1".to_string())]);
     }
 }

@@ -1,100 +1,40 @@
-//! One look at the pool — its objects listed at one moment, its sessions judged by
-//! [`super::liveness`] (those seen unrenewed for their duration deleted on the way) — and what
-//! a claimant does with it: the queue, the next change, taking a slot read just now.
+//! A claimant's look at the pool — the copy of this process's follower ([`super::view`]), once
+//! it has seen the claimant's own reads and writes — and what a claimant does with it: the
+//! queue, the next change, taking a slot read just now.
 
 use super::api::KubeError;
-use super::liveness::Judged;
-use super::objects::{self, annotation, holder, queued, OWNER, STAMP};
+use super::call_timeout;
+use super::objects::{self, annotation, holder, OWNER, STAMP};
 use super::session::KubeSession;
+use super::view::{View, RECHECK};
 use crate::pool::tree::{parse_owner, Owner};
 use crate::pool::{Change, Fault, Took};
 use crate::protocol::Stored;
 use k8s_openapi::api::coordination::v1::Lease;
-use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
-/// A waiting claimant looks again at least this often (a watch only saves polling).
-const RECHECK: Duration = Duration::from_secs(2);
-
-/// The pool's objects at one moment.
-pub(crate) struct Snapshot {
-    pub slots: BTreeMap<u32, Lease>,
-    pub sessions: Vec<Lease>,
-    pub judged: Judged,
-    /// The list's version, for a watch from it.
-    pub version: String,
-}
-
 impl KubeSession {
-    /// Lists the pool's objects and judges its sessions (deleting those seen unrenewed).
-    pub(crate) async fn snapshot(&self, what: &str) -> Result<Snapshot, KubeError> {
-        let (items, version) = self.kube.list(what, &self.names.all()).await?;
-        Ok(self.judged(items, version, true).await)
+    /// The pool as this process's follower saw it, once it has seen every write this session
+    /// read or made (and at least `floor`).
+    pub(crate) async fn snapshot_from(&self, floor: u64) -> Result<Arc<View>, KubeError> {
+        let bound = call_timeout(self.ttl).max(Duration::from_secs(5));
+        self.view.fresh(floor.max(self.kube.seen()), bound).await
     }
 
-    /// [`KubeSession::snapshot`] from the API server's cache, for followers: a moment old at
-    /// most (a session judged over on it is deleted only at the version seen).
-    pub(crate) async fn cached_snapshot(&self, what: &str) -> Result<Snapshot, KubeError> {
-        let (items, version) = self.kube.list_cached(what, &self.names.all()).await?;
-        Ok(self.judged(items, version, false).await)
-    }
-
-    /// The snapshot of `items` (the pool's objects, read at `version`), its sessions judged;
-    /// with `end`, those seen unrenewed for their duration are deleted (only on what a
-    /// consistent read showed: a follower's copy may be a moment old).
-    pub(crate) async fn judged(&self, items: Vec<Lease>, version: String, end: bool) -> Snapshot {
-        let mut slots = BTreeMap::new();
-        let mut sessions = Vec::new();
-        for l in items {
-            match objects::role(&l) {
-                Some("slot") => {
-                    if let Some(n) = self.names.slot_of(objects::name(&l)) {
-                        slots.insert(n, l);
-                    }
-                }
-                Some("session") => sessions.push(l),
-                _ => {}
-            }
-        }
-        let judged = self.observer.judge(
-            &sessions.iter().collect::<Vec<_>>(),
-            &slots.values().collect::<Vec<_>>(),
-        );
-        for (name, version) in judged.ended.iter().filter(|_| end) {
-            tracing::info!(session = %name, "a session went unrenewed for its whole duration; deleting it, which frees its slots");
-            let _ = self
-                .kube
-                .delete("ending a session seen unrenewed", name, Some(version))
-                .await;
-        }
-        Snapshot {
-            slots,
-            sessions,
-            judged,
-            version,
-        }
+    /// [`KubeSession::snapshot_from`] with no floor of its own.
+    pub(crate) async fn snapshot(&self) -> Result<Arc<View>, KubeError> {
+        self.snapshot_from(0).await
     }
 
     /// Whether anyone but us waits for a slot, or every slot of the pool is held by a live
-    /// session (a crashed holder's slot is then wanted soon): of `sessions` and `slots` as
-    /// `judged`.
-    pub(crate) fn busy(
-        &self,
-        sessions: &[&Lease],
-        slots: &BTreeMap<u32, &Lease>,
-        judged: &Judged,
-        pool: u32,
-    ) -> (bool, bool) {
-        let waiting = sessions.iter().any(|s| {
-            objects::name(s) != self.name
-                && judged.alive.contains(objects::name(s))
-                && annotation(s, super::objects::WANTS) == Some("true")
-        });
-        let full = (0..pool).all(|n| {
-            slots.get(&n).is_none_or(|l| {
-                holder(l).is_some_and(|h| judged.alive.contains(h) || h == self.name)
-            })
-        });
+    /// session (a crashed holder's slot is then wanted soon), as `view` shows the pool.
+    pub(crate) fn busy(&self, view: &View, pool: u32) -> (bool, bool) {
+        let waiting = view.wanting.iter().any(|n| **n != *self.name);
+        let full = view
+            .unheld
+            .iter()
+            .all(|(n, h)| *n >= pool || h.as_deref() == Some(self.name.as_str()));
         (waiting, full)
     }
 
@@ -106,40 +46,26 @@ impl KubeSession {
     }
 
     /// Whether `slot` is held by a live session other than ours.
-    pub(super) fn held_by_other(&self, snap: &Snapshot, slot: &Lease) -> bool {
-        holder(slot).is_some_and(|h| h != self.name && snap.judged.alive.contains(h))
+    pub(super) fn held_by_other(&self, view: &View, slot: &Lease) -> bool {
+        holder(slot).is_some_and(|h| h != self.name && view.judged.alive.contains(h))
     }
 
-    /// The next change of the pool after `snap`: a watch of its objects, bounded by the
-    /// first session that may be judged ended and by [`RECHECK`].
-    pub(super) fn change(&self, snap: &Snapshot) -> Change {
-        self.change_within(snap, RECHECK)
-    }
-
-    /// The next change of the pool after `snap`, or `at_most` (or when the first session may be
-    /// judged over), whichever comes first.
-    pub(super) fn change_within(&self, snap: &Snapshot, at_most: Duration) -> Change {
-        let wait = snap.judged.next.map_or(at_most, |n| n.min(at_most));
-        let watch = self
-            .kube
-            .changed(Some(self.names.all()), None, snap.version.clone(), wait);
-        Box::pin(watch)
+    /// The next change of the pool after `view` as this process sees it, or [`RECHECK`]
+    /// (a watch only saves polling).
+    pub(super) fn change(&self, view: &Arc<View>) -> Change {
+        Box::pin(self.view.changed(view, RECHECK))
     }
 
     /// The live sessions other than ours queued, by place.
-    pub(super) fn queue(&self, snap: &Snapshot) -> Vec<(u64, String, Option<Owner>)> {
-        let mut q: Vec<_> = snap
-            .sessions
-            .iter()
-            .filter(|s| objects::name(s) != self.name)
-            .filter(|s| snap.judged.alive.contains(objects::name(s)))
-            .filter_map(|s| {
+    pub(super) fn queue(&self, view: &View) -> Vec<(u64, String, Option<Owner>)> {
+        view.queued()
+            .into_iter()
+            .filter(|(_, n, _)| ***n != *self.name)
+            .map(|(place, n, s)| {
                 let owner = annotation(s, OWNER).and_then(|o| parse_owner(o.as_bytes()));
-                Some((queued(s)?, objects::name(s).to_string(), owner))
+                (place, n.to_string(), owner)
             })
-            .collect();
-        q.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
-        q
+            .collect()
     }
 
     /// Draws a place in the queue: the version of our session object once it names its owner
@@ -167,7 +93,7 @@ impl KubeSession {
         if let Some(h) = holder(&l).filter(|h| *h != self.name) {
             let live = match self.kube.get("reading a holder's session", h).await? {
                 None => false,
-                Some(s) => self.observer.live(&s),
+                Some(s) => self.view.live(&s),
             };
             if live {
                 return Ok(Took::Taken);

@@ -7,16 +7,22 @@ use super::api::{Kube, KubeError};
 use super::objects::{
     self, annotate, annotation, holder, mark_value, Names, MARK, OWNER, STAMP, WITNESS,
 };
+use super::view::PoolView;
+use super::KubeConfig;
 use crate::protocol::{Claim, MarkStore, Recheck, StoreError, Stored};
+use std::sync::Arc;
 use std::time::Duration;
 
-/// How long a watch of a holder's own slot is trusted before the slot is read again.
+/// How long a holder trusts the process's copy of the pool to show its slot's changes before
+/// it reads the slot again.
 const WATCH_TRUSTED: Duration = Duration::from_secs(300);
 
 /// The marks of one session's slots.
 pub struct KubeMarks {
     pub(crate) kube: Kube,
     pub(crate) names: Names,
+    /// The process's follower of the pool: a change of our slot, or of the params object.
+    pub(crate) view: Arc<PoolView>,
     /// Our session object's name: the holder our slots name.
     pub(crate) session: String,
     /// The identity claims are made under (`None`: unchecked, a planted bug).
@@ -29,17 +35,36 @@ pub struct KubeMarks {
 }
 
 impl KubeMarks {
-    /// The marks of the slots `session` (a session object's name) holds in the pool `names`
-    /// names, fenced with `identity` (a params object's uid) if given.
-    pub fn new(kube: Kube, names: Names, session: String, identity: Option<String>) -> Self {
+    /// The marks of the slots `session` (a session object's name) holds in `view`'s pool,
+    /// fenced with `identity` (a params object's uid) if given.
+    pub(crate) fn new(
+        kube: Kube,
+        view: Arc<PoolView>,
+        session: String,
+        identity: Option<String>,
+    ) -> Self {
         KubeMarks {
             kube,
-            names,
+            names: view.names().clone(),
+            view,
             session,
             identity,
             witness: true,
             wrote: Default::default(),
         }
+    }
+
+    /// [`KubeMarks`] of the pool `names` names under `cfg` (its own client; the follower of
+    /// `cfg`'s leases in that pool).
+    pub async fn following(
+        cfg: &KubeConfig,
+        names: &Names,
+        session: String,
+        identity: Option<String>,
+    ) -> Result<Self, KubeError> {
+        let kube = Kube::connect(cfg, super::call_timeout(cfg.ttl)).await?;
+        let view = cfg.followers.of(cfg, names);
+        Ok(KubeMarks::new(kube, view, session, identity))
     }
 }
 
@@ -201,41 +226,26 @@ impl MarkStore for KubeMarks {
             })
     }
 
+    /// Resolves once the process's copy of the pool, having seen our write at `version`,
+    /// shows the slot changed or gone, or the params object deleted or replaced (the pool
+    /// recorded anew: stop now, as in every store, rather than at the next write) — or after
+    /// [`WATCH_TRUSTED`].
     fn changed(
         &self,
         slot: u32,
         version: u64,
     ) -> impl std::future::Future<Output = ()> + Send + 'static {
-        let fields = format!("metadata.name={}", self.names.slot(slot));
-        let mine = self
-            .kube
-            .changed(None, Some(fields), version.to_string(), WATCH_TRUSTED);
-        // The pool replaced (its params object deleted): stop now, as in every store, rather
-        // than at the first write after someone records the pool anew. Read first (it may have
-        // gone before our last write), then watched from that read.
-        let params = self.identity.clone().map(|uid| {
-            let (kube, names) = (self.kube.clone(), self.names.clone());
-            async move {
-                match super::record::still_recorded(&kube, &names, &uid).await {
-                    Ok(Some(version)) => kube.deleted(names.params(), version, WATCH_TRUSTED).await,
-                    Ok(None) => {}
-                    // Unreadable now: the watch of our slot goes on; looked at again after a
-                    // pause (a recheck reads the params object too).
-                    Err(_) => tokio::time::sleep(Duration::from_secs(1)).await,
-                }
-            }
-        });
-        async move {
-            match params {
-                Some(params) => {
-                    tokio::select! {
-                        () = mine => {}
-                        () = params => {}
-                    }
-                }
-                None => mine.await,
-            }
-        }
+        let identity = self.identity.clone();
+        self.view.until(version, WATCH_TRUSTED, move |v| {
+            let mine = v.slots.get(&slot);
+            let moved = mine.is_none_or(|l| objects::version_number(l).unwrap_or(0) > version);
+            let replaced = identity.as_deref().is_some_and(|uid| {
+                v.params
+                    .as_deref()
+                    .is_none_or(|p| super::record::identity_of(p).0 != uid)
+            });
+            moved || replaced
+        })
     }
 
     async fn give_back(&self, slot: u32) {

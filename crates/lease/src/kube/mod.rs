@@ -30,6 +30,8 @@
 //! - `session`: open, renew and close a session; `record`: parameters and identity;
 //! - `slots`: the session as the negotiation's [`Session`](crate::pool::Session);
 //! - `marks`: slot objects as the protocol's [`MarkStore`](crate::protocol::MarkStore);
+//! - `view`: one follower per process and pool, whose copy the leases' claims, demand and
+//!   holders read;
 //! - [`pool`]: gauges, a look for spares, and `idcar pool --kube`'s report.
 
 mod api;
@@ -41,11 +43,13 @@ pub mod pool;
 mod record;
 mod session;
 mod slots;
+mod view;
 
 pub use api::{Event, Kube, KubeError};
 pub use marks::KubeMarks;
 pub use objects::{check_prefix, DEFAULT_POOL, MAX_POOL};
 pub use session::idle_duration;
+pub use view::Followers;
 
 use crate::handle::LeaseHandle;
 use crate::metrics::LeaseMetrics;
@@ -69,6 +73,9 @@ pub struct KubeConfig {
     /// How long a session stays held after its last renewal as a claimant sees it; renewed
     /// every third of it.
     pub ttl: Duration,
+    /// The followers of the pools of the leases started with this configuration (and its
+    /// clones): one per pool, shared.
+    pub followers: Followers,
 }
 
 /// The bound of one API call: a call that hangs is given up on well within the session's

@@ -21,6 +21,9 @@ pub const ROLE: &str = "idcar.dev/role";
 pub const PARAMS: &str = "idcar.dev/params";
 /// params: the identity record (JSON, `crate::identity::Record`).
 pub const IDENTITY: &str = "idcar.dev/identity";
+/// params: the session recording the identity, while it does (the others wait for the record
+/// instead of stamping every slot too).
+pub const RECORDING: &str = "idcar.dev/recording";
 /// slot: the identity it was stamped with; only a claim under it takes the slot.
 pub const STAMP: &str = "idcar.dev/pool-identity";
 /// slot: its time mark, `<ticks> <token>`.

@@ -11,8 +11,9 @@
 
 use super::api::{Kube, KubeError};
 use super::objects::Names;
-use super::objects::{self, annotate, annotation, IDENTITY, PARAMS, STAMP};
+use super::objects::{self, annotate, annotation, IDENTITY, PARAMS, RECORDING, STAMP};
 use super::session::KubeSession;
+use super::view::RECHECK;
 use crate::identity::{self, Record};
 use crate::pool::{Negotiation, Recorded};
 use k8s_openapi::api::coordination::v1::Lease;
@@ -89,14 +90,20 @@ impl KubeSession {
     }
 
     /// Joins the identity of the params object `recorded` read, recording it first if no one
-    /// has; `None` if the params object was replaced meanwhile.
+    /// has; `None` if the params object was replaced meanwhile. One session records at a time
+    /// (named on the params object in a compare-and-set; one whose session is gone is taken
+    /// over): a fleet starting on a new pool does not stamp every slot once per member. The
+    /// record itself is the compare-and-set that counts, as before.
     pub(crate) async fn join_or_record(
         &self,
         neg: &Negotiation,
         recorded: &Recorded,
     ) -> Result<Option<(Record, String)>, KubeError> {
         let name = self.names.params();
-        for _ in 0..5 {
+        let mut conflicts = 0;
+        // Each pass records, joins, takes the recording on, or waits (at most RECHECK) for the
+        // session recording; the bound is a minute or more of waiting for one that never ends.
+        for _ in 0..40 {
             let Some(params) = self.kube.get("reading the pool's identity", name).await? else {
                 return Ok(None);
             };
@@ -109,6 +116,38 @@ impl KubeSession {
                     .map(|r| Some((r, uid)))
                     .ok_or_else(|| KubeError::Fatal(identity::unreadable(name)));
             }
+            let by = annotation(&params, RECORDING).filter(|by| *by != self.name);
+            if let Some(by) = by {
+                if self.recording(by).await? {
+                    // Wait for its record (or its end): a change of the params object as this
+                    // process's copy shows it, or a look at the recorder again.
+                    let read = objects::version_number(&params).map_err(KubeError::Fatal)?;
+                    let change = self.view.until(read, RECHECK, move |v| {
+                        v.params
+                            .as_deref()
+                            .is_none_or(|p| objects::version_number(p).unwrap_or(0) > read)
+                    });
+                    change.await;
+                    continue;
+                }
+            }
+            let params = if by.is_some() || annotation(&params, RECORDING).is_none() {
+                let take = annotate(
+                    objects::version(&params),
+                    &[(RECORDING, Some(self.name.clone()))],
+                );
+                match self
+                    .kube
+                    .patch("taking the recording of the pool's identity on", name, take)
+                    .await
+                {
+                    Ok(p) => p,
+                    Err(KubeError::Conflict(_)) | Err(KubeError::NotFound(_)) => continue,
+                    Err(e) => return Err(e),
+                }
+            } else {
+                params
+            };
             let (used, highest) = self.stamp_every_slot(neg, &uid).await?;
             let not_before = identity::floor_over(used, highest, neg.proto.horizon_ahead());
             let rec = Record {
@@ -118,7 +157,10 @@ impl KubeSession {
                 recorded_ms: neg.proto.clock.now_unix_ns() / 1_000_000,
             };
             let json = String::from_utf8(rec.to_json()).expect("a record is JSON");
-            let patch = annotate(objects::version(&params), &[(IDENTITY, Some(json))]);
+            let patch = annotate(
+                objects::version(&params),
+                &[(IDENTITY, Some(json)), (RECORDING, None)],
+            );
             match self
                 .kube
                 .patch("recording the pool's identity", name, patch)
@@ -133,13 +175,25 @@ impl KubeSession {
                     );
                     return Ok(Some((rec, uid)));
                 }
-                Err(KubeError::Conflict(_)) | Err(KubeError::NotFound(_)) => continue,
+                Err(KubeError::Conflict(_)) | Err(KubeError::NotFound(_)) => {
+                    conflicts += 1;
+                    if conflicts >= 5 {
+                        break;
+                    }
+                }
                 Err(e) => return Err(e),
             }
         }
         Err(KubeError::Unavailable(format!(
             "{name} keeps changing while its identity is recorded"
         )))
+    }
+
+    /// Whether the session `by` (named as recording the identity) is live as this process's
+    /// copy of the pool shows it: there, and not seen unrenewed for its duration.
+    async fn recording(&self, by: &str) -> Result<bool, KubeError> {
+        let view = self.snapshot().await?;
+        Ok(view.sessions.contains_key(by) && view.judged.alive.contains(by))
     }
 
     /// Stamps every slot object of the pool with `uid` (reading its mark in the same step) and

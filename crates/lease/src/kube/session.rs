@@ -3,8 +3,8 @@
 //! free at once), or by a claimant that saw it unrenewed for its whole duration.
 
 use super::api::{Kube, KubeError};
-use super::liveness::Observer;
 use super::objects::{self, Names};
+use super::view::PoolView;
 use super::{call_timeout, KubeConfig};
 use crate::pool::Negotiation;
 use crate::repeated::Repeated;
@@ -20,7 +20,8 @@ pub struct KubeSession {
     pub(crate) name: String,
     pub(crate) ttl: Duration,
     pub(crate) names: Names,
-    pub(crate) observer: Arc<Observer>,
+    /// This process's follower of the pool (shared by its leases in it).
+    pub(crate) view: Arc<PoolView>,
     /// The identity agreed (the params object's uid, as the slots are stamped); `None` until
     /// agreed, or never checked (a planted bug).
     pub(crate) identity: Option<String>,
@@ -48,12 +49,13 @@ pub(crate) async fn open(cfg: &KubeConfig, neg: &Negotiation) -> Result<KubeSess
         spec.renew_time = Some(now);
     }
     kube.create("opening a session", &lease).await?;
+    let view = cfg.followers.of(cfg, &names);
     Ok(KubeSession {
         kube,
         name,
         ttl: cfg.ttl,
         names,
-        observer: Arc::new(Observer::default()),
+        view,
         identity: None,
         busy: Arc::new(tokio::sync::watch::channel(true).0),
         wrote: Wrote::default(),

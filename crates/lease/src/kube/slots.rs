@@ -1,14 +1,15 @@
 //! How Kubernetes does each step of the one negotiation ([`crate::pool`]) under one session:
 //!
-//! - a look at the pool is one list of its objects (params, slots, sessions: one moment), the
-//!   sessions judged by [`super::liveness`]; a session seen unrenewed for its duration is
-//!   deleted on the way (a compare-and-set on the version seen), which frees its slots;
+//! - a look at the pool is the copy of this process's follower ([`super::view`]) once it has
+//!   seen this session's own reads and writes, the sessions judged by [`super::liveness`]; a
+//!   session seen unrenewed for its duration is deleted on the way (a compare-and-set on the
+//!   version seen), which frees its slots;
 //! - a slot is free when no session holds it, or its holder's session is gone; it is taken in
 //!   one compare-and-set of the slot object on the version read (holder, owner record), whose
 //!   answer holds the mark it fences on; a slot stamped with another identity is never taken;
-//! - the queue: a place is a ticket drawn from the params object (a compare-and-set of its
-//!   counter) and written on our session object, which takes it along when it ends; the one
-//!   ahead is the live session with the next-lower ticket.
+//! - the queue: a place is the version of our session object's write that names its owner
+//!   for the queue, written on it again as its place; it goes with the session when it ends;
+//!   the one ahead is the live session with the next-lower place.
 
 use super::api::KubeError;
 use super::marks::KubeMarks;
@@ -17,7 +18,7 @@ use super::session::{self, KubeSession};
 use crate::identity::Record;
 use crate::pool::tree::{Marked, Owner};
 use crate::pool::{Change, Fault, Look, Negotiation, Recorded, Session, Took};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -49,18 +50,18 @@ impl Session for KubeSession {
         tokio::spawn(std::future::pending())
     }
 
-    /// Follows the pool ([`super::pool::follow`]): who waits; whether the session is busy
-    /// (what its renewals declare); the gauges for the instance's first lease.
+    /// Follows the process's copy of the pool ([`super::pool::demand`]): who waits; whether
+    /// the session is busy (what its renewals declare); the gauges for the instance's first
+    /// lease.
     fn demand(&self, neg: &Negotiation, tx: tokio::sync::watch::Sender<bool>) -> JoinHandle<()> {
         let gauges = (neg.proto.part.index == 0)
             .then(|| (neg.proto.metrics.clone(), neg.proto.part.full.clone()));
-        // An observer of its own: a follower's copy may be a moment old, and claims judge
-        // sessions only by what their own consistent reads showed.
-        let follower = KubeSession {
-            observer: Default::default(),
-            ..self.watcher()
-        };
-        tokio::spawn(super::pool::follow(follower, neg.cfg.pool_size, tx, gauges))
+        tokio::spawn(super::pool::demand(
+            self.watcher(),
+            neg.cfg.pool_size,
+            tx,
+            gauges,
+        ))
     }
 
     async fn want(&self, _neg: &Negotiation, wanted: bool) {
@@ -117,7 +118,7 @@ impl Session for KubeSession {
             wrote: self.wrote.clone(),
             ..KubeMarks::new(
                 self.kube.clone(),
-                self.names.clone(),
+                self.view.clone(),
                 self.name.clone(),
                 self.identity.clone(),
             )
@@ -135,7 +136,7 @@ impl Session for KubeSession {
         neg: &Negotiation,
         _prefer: Option<u32>,
     ) -> Result<Option<Vec<Marked>>, Fault> {
-        let snap = self.snapshot("looking at the pool").await?;
+        let snap = self.snapshot().await?;
         if !self.queue(&snap).is_empty()
             || snap
                 .slots
@@ -167,7 +168,8 @@ impl Session for KubeSession {
         _neg: &Negotiation,
         place: &u64,
     ) -> Result<Option<(usize, String, Change)>, Fault> {
-        let snap = self.snapshot("reading the queue").await?;
+        // A copy that has seen our place has seen every place drawn before it.
+        let snap = self.snapshot_from(*place).await?;
         let ahead: Vec<_> = self
             .queue(&snap)
             .into_iter()
@@ -181,7 +183,7 @@ impl Session for KubeSession {
     }
 
     async fn behind(&self, _neg: &Negotiation, place: &u64) -> Result<Vec<Option<Owner>>, Fault> {
-        let snap = self.snapshot("reading the queue").await?;
+        let snap = self.snapshot_from(*place).await?;
         Ok(self
             .queue(&snap)
             .into_iter()
@@ -190,10 +192,18 @@ impl Session for KubeSession {
             .collect())
     }
 
+    /// Clears our place, tried a few times (a place left behind is not waited for by others
+    /// once we hold a slot, and goes with the session).
     async fn leave(&self, _neg: &Negotiation, _place: &u64) {
-        let _ = self
-            .note("leaving the queue", &[(QUEUED, None), (OWNER, None)])
-            .await;
+        for _ in 0..5 {
+            let left = self
+                .note("leaving the queue", &[(QUEUED, None), (OWNER, None)])
+                .await;
+            match left {
+                Ok(_) | Err(KubeError::NotFound(_)) | Err(KubeError::Refused(_)) => return,
+                Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        }
     }
 
     async fn held(
@@ -202,7 +212,7 @@ impl Session for KubeSession {
         marks: &KubeMarks,
         _prefer: Option<u32>,
     ) -> Result<(BTreeSet<u32>, Change), Fault> {
-        let snap = self.snapshot("listing the slots").await?;
+        let snap = self.snapshot().await?;
         let mut held = BTreeSet::new();
         for n in 0..neg.cfg.pool_size {
             let Some(l) = snap.slots.get(&n) else {
@@ -220,21 +230,17 @@ impl Session for KubeSession {
         Ok((held, self.change(&snap)))
     }
 
+    /// The marks as the process's copy has them: an order to try free slots in (each take
+    /// reads the slot it takes, and its mark with it).
     async fn marks_of(&self, _neg: &Negotiation, free: &[u32]) -> Result<Vec<Marked>, Fault> {
-        let (slots, _) = self
-            .kube
-            .list("reading the marks", &self.names.role("slot"))
-            .await?;
-        let found: BTreeMap<u32, Marked> = slots
-            .iter()
-            .filter_map(|l| {
-                let n = self.names.slot_of(objects::name(l))?;
-                Some((n, objects::marked(n, l)))
-            })
-            .collect();
+        let snap = self.snapshot().await?;
         Ok(free
             .iter()
-            .map(|&n| found.get(&n).copied().unwrap_or(Marked::unreadable(n)))
+            .map(|&n| {
+                snap.slots
+                    .get(&n)
+                    .map_or(Marked::unreadable(n), |l| objects::marked(n, l))
+            })
             .collect())
     }
 
@@ -289,14 +295,14 @@ impl Session for KubeSession {
 }
 
 impl KubeSession {
-    /// A handle for a follower task: the same client, session and observer.
+    /// A handle for a follower task: the same client, session and view.
     fn watcher(&self) -> KubeSession {
         KubeSession {
             kube: self.kube.clone(),
             name: self.name.clone(),
             ttl: self.ttl,
             names: self.names.clone(),
-            observer: self.observer.clone(),
+            view: self.view.clone(),
             identity: self.identity.clone(),
             busy: self.busy.clone(),
             wrote: self.wrote.clone(),

@@ -10,6 +10,8 @@ use std::collections::BTreeMap;
 
 pub(crate) struct KubeFixture {
     pub(crate) kube: Kube,
+    /// How the holders reach the server (they share one follower of the pool).
+    cfg: KubeConfig,
     pub(crate) names: Names,
     /// The pool's identity: its params object's uid.
     identity: String,
@@ -76,8 +78,9 @@ impl MarkStore for KubeHolder {
 /// The identity a replaced pool stamps (the fixture's own is its params object's uid).
 const REPLACED: &str = "conformance-pool-2";
 
-/// idcar's client as the service account of a fresh namespace of the shared server.
-pub(crate) async fn kube_client() -> Kube {
+/// idcar's client as the service account of a fresh namespace of the shared server, and its
+/// configuration.
+pub(crate) async fn kube_client() -> (Kube, KubeConfig) {
     let (config, ns) = tokio::task::spawn_blocking(|| ApiServer::shared().fresh_namespace())
         .await
         .unwrap();
@@ -85,8 +88,10 @@ pub(crate) async fn kube_client() -> Kube {
         kubeconfig: Some(config),
         namespace: Some(ns),
         ttl: Duration::from_secs(15),
+        followers: Default::default(),
     };
-    Kube::connect(&cfg, Duration::from_secs(5)).await.unwrap()
+    let kube = Kube::connect(&cfg, Duration::from_secs(5)).await.unwrap();
+    (kube, cfg)
 }
 
 impl KubeFixture {
@@ -107,7 +112,7 @@ impl KubeFixture {
 impl Fixture for KubeFixture {
     type S = KubeHolder;
     async fn new() -> Self {
-        let kube = kube_client().await;
+        let (kube, cfg) = kube_client().await;
         let names = Names::new("conformance", "lable64", 0);
         // The pool's params object: its uid is the identity every write is fenced with.
         let params = BTreeMap::from([(obj::PARAMS.to_string(), "{}".to_string())]);
@@ -119,6 +124,7 @@ impl Fixture for KubeFixture {
         kube.create("a pool's slot", &slot).await.unwrap();
         KubeFixture {
             kube,
+            cfg,
             names,
             identity,
         }
@@ -152,12 +158,14 @@ impl Fixture for KubeFixture {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         KubeHolder {
-            marks: KubeMarks::new(
-                self.kube.clone(),
-                self.names.clone(),
+            marks: KubeMarks::following(
+                &self.cfg,
+                &self.names,
                 session.clone(),
                 Some(self.identity.clone()),
-            ),
+            )
+            .await
+            .unwrap(),
             kube: self.kube.clone(),
             session,
         }
