@@ -142,14 +142,19 @@ impl Observer {
         judged
     }
 
-    /// Whether one session, read alone just now, is live (a session not seen before is).
-    pub fn live(&self, session: &Lease) -> bool {
+    /// Whether a session read just now is live, `slot` (a slot it holds, read just now) with
+    /// it: a session not seen before is, and so is one whose slot was written since it was
+    /// last seen (a mark write renews it).
+    pub fn live(&self, session: &Lease, slot: &Lease) -> bool {
         let now = Instant::now();
         let seen = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        // Its own object's version compared (a list also counted its slots); a session seen
-        // only now is live.
         let since = match seen.sessions.get(name(session)) {
-            Some(w) if w.own == version_number(session).unwrap_or(0) => w.since,
+            Some(w)
+                if w.own == version_number(session).unwrap_or(0)
+                    && version_number(slot).unwrap_or(0) <= w.renewed =>
+            {
+                w.since
+            }
             _ => now,
         };
         now.duration_since(since) < duration(session)
@@ -214,7 +219,7 @@ mod tests {
         tokio::time::advance(Duration::from_secs(2)).await;
         assert_eq!(o.judge([&c], [], true).ended.len(), 1);
         // One read alone: a session first seen now is live.
-        assert!(o.live(&session("b", "7", 3)));
+        assert!(o.live(&session("b", "7", 3), &session("slot-1", "8", 3)));
     }
 
     #[tokio::test(start_paused = true)]
@@ -237,5 +242,9 @@ mod tests {
         tokio::time::advance(Duration::from_millis(1001)).await;
         let j = o.judge([&a], [&slot], true);
         assert_eq!(j.ended, vec![("a".to_string(), "1".to_string())]);
+        // Read alone with its slot: unrenewed as judged, unless the slot was written since.
+        assert!(!o.live(&a, &slot));
+        slot.metadata.resource_version = Some("14".into());
+        assert!(o.live(&a, &slot), "a mark written since renews it");
     }
 }

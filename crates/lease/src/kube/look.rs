@@ -93,7 +93,7 @@ impl KubeSession {
         if let Some(h) = holder(&l).filter(|h| *h != self.name) {
             let live = match self.kube.get("reading a holder's session", h).await? {
                 None => false,
-                Some(s) => self.view.live(&s),
+                Some(s) => self.view.live(&s, &l),
             };
             if live {
                 return Ok(Took::Taken);

@@ -236,7 +236,7 @@ impl MarkStore for KubeMarks {
         version: u64,
     ) -> impl std::future::Future<Output = ()> + Send + 'static {
         let identity = self.identity.clone();
-        self.view.until(version, WATCH_TRUSTED, move |v| {
+        let until = self.view.until(version, WATCH_TRUSTED, move |v| {
             let mine = v.slots.get(&slot);
             let moved = mine.is_none_or(|l| objects::version_number(l).unwrap_or(0) > version);
             let replaced = identity.as_deref().is_some_and(|uid| {
@@ -245,7 +245,14 @@ impl MarkStore for KubeMarks {
                     .is_none_or(|p| super::record::identity_of(p).0 != uid)
             });
             moved || replaced
-        })
+        });
+        async move {
+            // A change the copy shows already, and a recheck that cannot read the slot now (the
+            // API server down), are looked at again after a pause, not in a loop of reads.
+            let start = tokio::time::Instant::now();
+            until.await;
+            tokio::time::sleep_until(start + Duration::from_millis(200)).await;
+        }
     }
 
     async fn give_back(&self, slot: u32) {

@@ -185,7 +185,8 @@ impl KubeSession {
             }
         }
         Err(KubeError::Unavailable(format!(
-            "{name} keeps changing while its identity is recorded"
+            "{name}: its identity is not recorded yet (another session records it, or the \
+             object keeps changing)"
         )))
     }
 

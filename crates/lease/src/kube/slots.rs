@@ -168,7 +168,8 @@ impl Session for KubeSession {
         _neg: &Negotiation,
         place: &u64,
     ) -> Result<Option<(usize, String, Change)>, Fault> {
-        // A copy that has seen our place has seen every place drawn before it.
+        // A copy that has seen our place (a contender that drew a lower one and has not
+        // written it yet is queued behind us: fairness only, the take is the fence).
         let snap = self.snapshot_from(*place).await?;
         let ahead: Vec<_> = self
             .queue(&snap)

@@ -9,8 +9,9 @@
 //! session's deletion are compare-and-sets on the version they read. A claimant asks for a
 //! copy that has seen every write its session read or made ([`PoolView::fresh`]); one that lags
 //! is listed again at once. While any lease of the process claims, the pool is also listed
-//! every [`RECHECK`]: those consistent reads, with the watch's changes, are what sessions are
-//! judged on, and the sessions seen unrenewed for their duration are deleted on the way.
+//! every [`RECHECK`] and when a session may be over: those consistent reads, with the watch's
+//! changes, are what sessions are judged on, and the sessions a list shows unrenewed for their
+//! duration are deleted on the way.
 
 use super::api::{Event, Kube, KubeError};
 use super::liveness::{Judged, Observer};
@@ -100,7 +101,7 @@ impl Followers {
     /// The follower of `names`' pool, started if none runs.
     pub(crate) fn of(&self, cfg: &KubeConfig, names: &Names) -> Arc<PoolView> {
         let mut all = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let key = names.pool().to_string();
+        let key = format!("{:?} {:?} {}", cfg.kubeconfig, cfg.namespace, names.pool());
         if let Some(v) = all.get(&key).and_then(Weak::upgrade) {
             if !v.task.is_finished() {
                 return v;
@@ -169,9 +170,10 @@ impl PoolView {
         self.shared.tx.subscribe()
     }
 
-    /// Whether a session read alone just now is live, as this process judged it.
-    pub fn live(&self, session: &Lease) -> bool {
-        self.shared.observer.live(session)
+    /// Whether a session read just now, with a slot it holds read just now, is live as this
+    /// process judged it.
+    pub fn live(&self, session: &Lease, slot: &Lease) -> bool {
+        self.shared.observer.live(session, slot)
     }
 
     /// A copy that has seen every write up to `floor` (a version this claimant read or wrote),
@@ -351,8 +353,8 @@ async fn follow(cfg: KubeConfig, names: Names, shared: Arc<Shared>) {
                 }
             },
         };
-        let mut read_at = Instant::now();
-        let mut next = publish(&shared, &copy, true, &k);
+        let mut listed_at = Instant::now();
+        let mut next = publish(&shared, &copy, Read::Listed, &k);
         let Ok(events) = k.events(&labels, &version, TRUSTED).await else {
             failures += 1;
             continue;
@@ -366,7 +368,7 @@ async fn follow(cfg: KubeConfig, names: Names, shared: Arc<Shared>) {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .is_some_and(|at| at.elapsed() < CLAIMING);
-            let relist_at = read_at + if claiming { RECHECK } else { TRUSTED };
+            let relist_at = listed_at + if claiming { RECHECK } else { TRUSTED };
             let list = tokio::select! {
                 e = events.next() => {
                     let Some(e) = e else { break };
@@ -378,15 +380,17 @@ async fn follow(cfg: KubeConfig, names: Names, shared: Arc<Shared>) {
                             Some(None) | None => break,
                         }
                     }
-                    read_at = Instant::now();
-                    next = publish(&shared, &copy, true, &k);
+                    next = publish(&shared, &copy, Read::Changes, &k);
                     continue;
                 }
-                () = tokio::time::sleep_until(next.min(relist_at)) => Instant::now() >= relist_at,
+                // While a lease claims, a session that may be over is judged on a list.
+                () = tokio::time::sleep_until(next.min(relist_at)) => {
+                    claiming || Instant::now() >= relist_at
+                }
                 () = shared.relist.notified() => true,
             };
             if !list {
-                next = publish(&shared, &copy, false, &k);
+                next = publish(&shared, &copy, Read::Time, &k);
                 continue;
             }
             let Ok((items, version)) = k.list("following the pool", &labels).await else {
@@ -396,8 +400,8 @@ async fn follow(cfg: KubeConfig, names: Names, shared: Arc<Shared>) {
             let listed = Copy::listed(&names, items, &version);
             let missed = listed.differs(&copy);
             copy = listed;
-            read_at = Instant::now();
-            next = publish(&shared, &copy, true, &k);
+            listed_at = Instant::now();
+            next = publish(&shared, &copy, Read::Listed, &k);
             if missed {
                 start = Some((copy, version));
                 break;
@@ -406,15 +410,27 @@ async fn follow(cfg: KubeConfig, names: Names, shared: Arc<Shared>) {
     }
 }
 
-/// Judges `copy` (`read`: just read, else only looked at again as time passed), publishes it,
-/// and deletes the sessions judged over while a claimant of this process claims: when to look
-/// again.
-fn publish(shared: &Shared, copy: &Copy, read: bool, k: &Kube) -> Instant {
+/// What a judgement of the copy rests on.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Read {
+    /// A consistent list, just now: sessions judged over on it are deleted.
+    Listed,
+    /// The watch's changes, just now.
+    Changes,
+    /// Nothing new: time passed.
+    Time,
+}
+
+/// Judges `copy` on what `read` says, publishes it, and — on a list, while a claimant of this
+/// process claims — deletes the sessions judged over (never on the watch's copy alone: a
+/// holder renews through its mark writes, which a lagging watch may not show yet): when to
+/// look again.
+fn publish(shared: &Shared, copy: &Copy, read: Read, k: &Kube) -> Instant {
     let o = &copy.objects;
     let judged = shared.observer.judge(
         o.sessions.values().map(|l| &**l),
         o.slots.values().map(|l| &**l),
-        read,
+        read != Read::Time,
     );
     let wanting = o
         .sessions
@@ -437,7 +453,7 @@ fn publish(shared: &Shared, copy: &Copy, read: bool, k: &Kube) -> Instant {
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .is_some_and(|at| at.elapsed() < CLAIMING);
-    if claiming && !judged.ended.is_empty() {
+    if read == Read::Listed && claiming && !judged.ended.is_empty() {
         end(shared, k, &judged.ended);
     }
     let next = judged
