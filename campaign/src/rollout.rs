@@ -53,6 +53,7 @@ pub(crate) fn upgrade_step(
                 },
                 skew_s: 0,
                 start_ns,
+                in_force_ns: start_ns,
                 end_ns: procs::now_ns(),
                 answered_ns: None,
             });

@@ -113,6 +113,8 @@ impl History<'_> {
                 Kind::Partition | Kind::Split | Kind::Outage | Kind::Freeze
             )
         }) {
+            // From when the cut was in force: a mark write that completed before it counts.
+            let cut_at = f.start_ns.max(f.in_force_ns);
             let stop_by = |s: usize| self.reach_of(s, f.start_ns) + 2 * tick_ns + STAMP_SLACK_NS;
             let cut: Vec<usize> = if matches!(f.kind, Kind::Outage | Kind::Freeze) {
                 (0..sidecars).collect()
@@ -134,12 +136,12 @@ impl History<'_> {
                 if last.is_none_or(|(l, _)| op.end_ns > l) {
                     last = Some((op.end_ns, bound));
                 }
-                if op.start_ns > f.start_ns + bound {
+                if op.start_ns > cut_at + bound {
                     v.violations.push(Violation {
                         check: "bounded: a cut-off holder stops at its mark",
                         detail: format!(
                             "served {:.0} ms into its partition (its mark at most {:.0} ms ahead): {}",
-                            (op.start_ns - f.start_ns) as f64 / 1e6,
+                            (op.start_ns - cut_at) as f64 / 1e6,
                             (bound - 2 * tick_ns - STAMP_SLACK_NS) as f64 / 1e6,
                             show(op)
                         ),
@@ -150,7 +152,7 @@ impl History<'_> {
             if let Some((last, bound)) = last {
                 let e = v.per_kind.get_mut(f.kind.name()).expect("counted");
                 let m = e.measures.entry(CUT_STOPS).or_default();
-                m.add(last.saturating_sub(f.start_ns), Some(bound));
+                m.add(last.saturating_sub(cut_at), Some(bound));
             }
         }
     }

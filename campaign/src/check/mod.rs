@@ -468,6 +468,7 @@ mod tests {
             did: String::new(),
             skew_s: 0,
             start_ns: start,
+            in_force_ns: start,
             end_ns: end,
             answered_ns: None,
         }

@@ -39,12 +39,14 @@ impl Nemesis {
             did: String::new(),
             skew_s: 0,
             start_ns: now_ns(),
+            in_force_ns: 0,
             end_ns: 0,
             answered_ns: None,
         };
         let Some((after, heal)) = self.inject(cl, spec, target, &free, &mut fault)? else {
             return Ok(());
         };
+        fault.in_force_ns = now_ns();
         // The fault is in force from before its action at the latest: a request that ends in
         // the instant between a kill and its reaping (a reset connection) is touched by it.
         // `start_ns` was taken just before the action.

@@ -176,7 +176,11 @@ pub struct Fault {
     #[serde(skip_serializing_if = "String::is_empty")]
     pub did: String,
     pub skew_s: i64,
+    /// Taken just before the action.
     pub start_ns: u64,
+    /// When the action was done (a cut in force: a write that completed before it was the
+    /// holder's last; 0 if not recorded).
+    pub in_force_ns: u64,
     pub end_ns: u64,
     /// When the store first answered a probe after the fault healed (a freeze, an outage):
     /// what the availability bounds count from.
