@@ -35,6 +35,7 @@
 //! - [`pool`]: gauges, a look for spares, and `idcar pool --kube`'s report.
 
 mod api;
+mod copy;
 mod liveness;
 mod look;
 mod marks;
